@@ -1,0 +1,176 @@
+// Package api is the contract between the CNI plugin and ipamd: JSON request and
+// response types exchanged over HTTP on ipamd's unix socket, and a small client. It
+// imports nothing heavier than net/http so the plugin binary stays small.
+//
+// Every endpoint takes a POST with a JSON body and answers 200 with the response type,
+// or a non-200 status with an Error body that carries a CNI error code.
+//
+//	POST /v1/allocate  AllocateRequest  → AllocateResponse   (CNI ADD)
+//	POST /v1/release   ReleaseRequest   → ReleaseResponse    (CNI DEL)
+//	POST /v1/check     CheckRequest     → CheckResponse      (CNI CHECK)
+//	POST /v1/gc        GCRequest        → GCResponse         (CNI GC)
+//	POST /v1/status    StatusRequest    → StatusResponse     (CNI STATUS)
+//	GET  /healthz                       → 200 "ok"
+package api
+
+// DefaultSocketPath is where ipamd listens unless configured otherwise.
+const DefaultSocketPath = "/run/nicpool/ipamd.sock"
+
+// Endpoint paths.
+const (
+	PathAllocate = "/v1/allocate"
+	PathRelease  = "/v1/release"
+	PathCheck    = "/v1/check"
+	PathGC       = "/v1/gc"
+	PathStatus   = "/v1/status"
+	PathHealthz  = "/healthz"
+)
+
+// Pod identifies the pod of a CNI call, from CNI_ARGS.
+type Pod struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// UID is K8S_POD_UID. Runtimes that do not pass it leave it empty; ipamd then uses
+	// the UID of the pod in its cache.
+	UID string `json:"uid,omitempty"`
+}
+
+// Attachment is one interface of one container, the unit CNI works in.
+type Attachment struct {
+	ContainerID string `json:"containerID"`
+	Interface   string `json:"interface"`
+}
+
+// NetworkConfig is what the CNI network configuration says about IPAM.
+type NetworkConfig struct {
+	// Name is the CNI network name (the NetworkAttachmentDefinition's config name).
+	Name string `json:"name"`
+	// DefaultIPv4Pools and DefaultIPv6Pools are used when neither the pod nor its
+	// namespace names pools (default_ipv4_ippool / default_ipv6_ippool).
+	DefaultIPv4Pools []string `json:"defaultIPv4Pools,omitempty"`
+	DefaultIPv6Pools []string `json:"defaultIPv6Pools,omitempty"`
+	// CleanGateway drops the default route unless the pod's selection decides.
+	CleanGateway bool `json:"cleanGateway,omitempty"`
+}
+
+// AllocateRequest asks for the addresses of one (pod, interface).
+type AllocateRequest struct {
+	Attachment
+	NetNS   string        `json:"netns,omitempty"`
+	Pod     Pod           `json:"pod"`
+	Network NetworkConfig `json:"network"`
+}
+
+// IPConfig is one address handed to an interface.
+type IPConfig struct {
+	// Address in CIDR form, prefix length of the pool's subnet: "10.6.0.7/16".
+	Address string `json:"address"`
+	// Gateway is the pool's gateway; empty when the pool has none or clean gateway applies.
+	Gateway string `json:"gateway,omitempty"`
+	// Pool is the SpiderIPPool the address came from.
+	Pool string `json:"pool"`
+	// Vlan is the pool's VLAN ID, when set.
+	Vlan *int64 `json:"vlan,omitempty"`
+}
+
+// Route is one route for the interface.
+type Route struct {
+	Dst string `json:"dst"`
+	Gw  string `json:"gw,omitempty"`
+}
+
+// AllocateResponse is the interface's addresses and routes. A repeated request for the
+// same (pod UID, interface) returns the same addresses.
+type AllocateResponse struct {
+	Interface string     `json:"interface"`
+	IPs       []IPConfig `json:"ips"`
+	Routes    []Route    `json:"routes,omitempty"`
+	// CleanGateway is true when no default route should be installed.
+	CleanGateway bool `json:"cleanGateway,omitempty"`
+}
+
+// ReleaseRequest releases the addresses of one (pod, interface). Releasing what is not
+// allocated succeeds.
+type ReleaseRequest struct {
+	Attachment
+	Pod     Pod           `json:"pod"`
+	Network NetworkConfig `json:"network"`
+}
+
+// ReleaseResponse lists what was released, and whether the addresses were kept for a
+// StatefulSet pod that will come back.
+type ReleaseResponse struct {
+	Released []string `json:"released,omitempty"`
+	Kept     []string `json:"kept,omitempty"`
+}
+
+// CheckRequest asks whether the reservation of one (pod, interface) still stands.
+type CheckRequest struct {
+	Attachment
+	Pod     Pod           `json:"pod"`
+	Network NetworkConfig `json:"network"`
+}
+
+// CheckResponse is the current reservation; the plugin compares it with prevResult.
+type CheckResponse struct {
+	IPs []IPConfig `json:"ips"`
+}
+
+// GCRequest releases every reservation of the network on this node that is not one of
+// ValidAttachments (cni.dev/valid-attachments).
+type GCRequest struct {
+	Network          NetworkConfig `json:"network"`
+	ValidAttachments []Attachment  `json:"validAttachments"`
+}
+
+// GCResponse lists the released addresses.
+type GCResponse struct {
+	Released []string `json:"released,omitempty"`
+}
+
+// StatusRequest asks whether ipamd can serve ADD for this network.
+type StatusRequest struct {
+	Network NetworkConfig `json:"network"`
+}
+
+// PoolStatus is the usage of one pool.
+type PoolStatus struct {
+	Name      string `json:"name"`
+	Total     int64  `json:"total"`
+	Allocated int64  `json:"allocated"`
+}
+
+// StatusResponse says whether ADD can succeed; Ready is false when every pool the
+// network can use is exhausted, with Message saying which.
+type StatusResponse struct {
+	Ready   bool         `json:"ready"`
+	Message string       `json:"message,omitempty"`
+	Pools   []PoolStatus `json:"pools,omitempty"`
+}
+
+// CNI error codes ipamd answers with (CNI spec, "Error" section, and nicpool's own
+// codes above 100 for the plugin's log).
+const (
+	CodeTryAgainLater    = 11  // ipamd starting, caches not synced, API server unreachable
+	CodeInvalidConfig    = 7   // bad network config or pod annotation
+	CodeDecodingFailure  = 6   // undecodable request
+	CodeInternal         = 999 // a bug: report it
+	CodeUnknownContainer = 3   // unknown pod or container (DEL treats it as success)
+	CodeNotAvailable     = 50  // STATUS: plugin not available
+	CodePoolExhausted    = 101 // no free address in the selected pools
+	CodeNoPool           = 102 // no pool selected or usable for this interface
+)
+
+// Error is the body of every non-200 answer.
+type Error struct {
+	Code    uint   `json:"code"`
+	Message string `json:"msg"`
+	Details string `json:"details,omitempty"`
+}
+
+func (e *Error) Error() string {
+	if e.Details == "" {
+		return e.Message
+	}
+	return e.Message + ": " + e.Details
+}
