@@ -1,0 +1,116 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"go4.org/netipx"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipranges"
+)
+
+// Range is what a pool can hand out: its subnet, gateway and allocatable addresses
+// (spec.ips minus excludeIPs, gateway, reserved IPs, network and broadcast).
+type Range struct {
+	Pool    string
+	Family  int64
+	Subnet  netip.Prefix
+	Gateway netip.Addr // invalid when the pool has none
+	// Allocatable excludes reserved IPs; Total counts it.
+	Allocatable *netipx.IPSet
+	Total       int64
+	// Reserved is how many of the pool's addresses are withheld by SpiderReservedIPs.
+	Reserved int64
+}
+
+// NewRange computes the range of a pool. reserved may be nil.
+func NewRange(pool *v2beta1.SpiderIPPool, reserved *netipx.IPSet) (*Range, error) {
+	all, errs := ipranges.Allocatable(&pool.Spec, nil)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("pool %s: %w", pool.Name, errs.ToAggregate())
+	}
+	set := all
+	if reserved != nil {
+		var b netipx.IPSetBuilder
+		b.AddSet(all)
+		b.RemoveSet(reserved)
+		s, err := b.IPSet()
+		if err != nil {
+			return nil, fmt.Errorf("pool %s: %w", pool.Name, err)
+		}
+		set = s
+	}
+	subnet, _ := netip.ParsePrefix(pool.Spec.Subnet) // valid: Allocatable checked it
+	r := &Range{
+		Pool:        pool.Name,
+		Family:      ipranges.Family(subnet.Addr()),
+		Subnet:      subnet,
+		Allocatable: set,
+		Total:       ipranges.Count(set),
+	}
+	r.Reserved = ipranges.Count(all) - r.Total
+	if pool.Spec.Gateway != nil && *pool.Spec.Gateway != "" {
+		r.Gateway, _ = netip.ParseAddr(*pool.Spec.Gateway)
+	}
+	return r, nil
+}
+
+// CIDR writes an address of this range with the subnet's prefix length.
+func (r *Range) CIDR(a netip.Addr) string { return ipranges.CIDR(a, r.Subnet) }
+
+// ErrExhausted is matched (errors.Is) by every ExhaustedError.
+var ErrExhausted = errors.New("pool exhausted")
+
+// ExhaustedError says that a pool has no free address, with the counts an operator
+// needs to act on it.
+type ExhaustedError struct {
+	Pool      string
+	Family    int64
+	Total     int64 // allocatable addresses (excluding reserved IPs)
+	Allocated int64 // addresses recorded in status.allocatedIPs
+	Reserved  int64
+}
+
+func (e *ExhaustedError) Error() string {
+	return fmt.Sprintf("pool %s has no free IPv%d address: %d allocated of %d allocatable (%d more withheld by SpiderReservedIP); add addresses to spec.ips or release pods",
+		e.Pool, e.Family, e.Allocated, e.Total, e.Reserved)
+}
+
+func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
+
+// Used parses the addresses recorded in a pool's status.
+func Used(allocated v2beta1.PoolIPAllocations) map[netip.Addr]struct{} {
+	used := make(map[netip.Addr]struct{}, len(allocated))
+	for s := range allocated {
+		if a, err := netip.ParseAddr(s); err == nil {
+			used[a] = struct{}{}
+		}
+	}
+	return used
+}
+
+// Free counts the allocatable addresses not in used.
+func (r *Range) Free(used map[netip.Addr]struct{}) int64 {
+	n := r.Total
+	for a := range used {
+		if r.Allocatable.Contains(a) {
+			n--
+		}
+	}
+	return n
+}
+
+// Next returns the lowest allocatable address not in used, or an ExhaustedError.
+// allocated is the number of records of the pool, for the error.
+func (r *Range) Next(used map[netip.Addr]struct{}, allocated int) (netip.Addr, error) {
+	for _, rg := range r.Allocatable.Ranges() {
+		for a := rg.From(); a.IsValid() && !rg.To().Less(a); a = a.Next() {
+			if _, taken := used[a]; !taken {
+				return a, nil
+			}
+		}
+	}
+	return netip.Addr{}, &ExhaustedError{Pool: r.Pool, Family: r.Family, Total: r.Total, Allocated: int64(allocated), Reserved: r.Reserved}
+}
