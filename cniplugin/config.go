@@ -1,0 +1,304 @@
+package cniplugin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/nicpool/nicpool/ipamd/api"
+)
+
+// DefaultTimeout bounds one call to ipamd when the config does not say. It is long
+// enough for ipamd's batched pool writes under load and short enough that a runtime
+// sees a stuck ipamd well within its own CNI timeout.
+const DefaultTimeout = 30 * time.Second
+
+// MaxTimeout is the longest request_timeout accepted: runtimes give a whole ADD a few
+// minutes, and a plugin that outlives its runtime call only leaks work.
+const MaxTimeout = 5 * time.Minute
+
+// Config is the parsed network configuration, as the plugin uses it.
+type Config struct {
+	// CNIVersion is the version the result must be printed in.
+	CNIVersion string
+	// Network is the CNI network name.
+	Network string
+	// SocketPath is ipamd's unix socket (ipam_unix_socket_path).
+	SocketPath string
+	// DefaultIPv4Pools and DefaultIPv6Pools (default_ipv4_ippool, default_ipv6_ippool)
+	// apply when neither the pod nor its namespace names pools.
+	DefaultIPv4Pools []string
+	DefaultIPv6Pools []string
+	// CleanGateway (clean_gateway) asks for no default route unless the pod decides.
+	CleanGateway bool
+	// Timeout bounds each call to ipamd (request_timeout).
+	Timeout time.Duration
+	// LogFile is where the plugin logs (log_file_path); empty means stderr.
+	LogFile string
+	// LogLevel is the least severe level logged (log_level).
+	LogLevel slog.Level
+
+	// prevConf holds prevResult, the result of ADD, present for CHECK (and DEL from
+	// 1.0.0 on); it is parsed only by the verbs that use it, so that DEL never fails
+	// on a prevResult it does not need.
+	prevConf *types.PluginConf
+	// ValidAttachments is cni.dev/valid-attachments, present for GC;
+	// HasValidAttachments tells an empty list (release everything) from a missing one.
+	ValidAttachments    []types.GCAttachment
+	HasValidAttachments bool
+}
+
+// NetworkConfig is what ipamd is told about the network.
+func (c *Config) NetworkConfig() api.NetworkConfig {
+	return api.NetworkConfig{
+		Name:             c.Network,
+		DefaultIPv4Pools: c.DefaultIPv4Pools,
+		DefaultIPv6Pools: c.DefaultIPv6Pools,
+		CleanGateway:     c.CleanGateway,
+	}
+}
+
+// netConf is the stdin document: the standard keys plus the ipam section, which is
+// decoded key by key so that an error can name the key.
+type netConf struct {
+	types.PluginConf
+	IPAM json.RawMessage `json:"ipam"`
+	// LegacyAttachments is the key libcni also sends for GC (CNI issue #1101).
+	LegacyAttachments []types.GCAttachment `json:"cni.dev/attachments,omitempty"`
+}
+
+// ipamConf is the ipam section. Key names follow spiderpool's so that existing network
+// configurations keep working when the type changes to nicpool.
+type ipamConf struct {
+	Type             string
+	SocketPath       string
+	DefaultIPv4Pools []string
+	DefaultIPv6Pools []string
+	CleanGateway     *bool
+	Timeout          *time.Duration
+	LogFile          string
+	LogLevel         string
+}
+
+// decodeIPAM reads the keys nicpool knows and ignores the others (spiderpool's log
+// rotation keys, keys of other tools), as CNI configs are shared documents.
+func decodeIPAM(raw json.RawMessage) (*ipamConf, *types.Error) {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil || keys == nil {
+		return nil, invalidConfig("ipam", `must be an object such as {"type": "nicpool"}`)
+	}
+	var c ipamConf
+	str := func(key string, dst *string) *types.Error {
+		if v, ok := keys[key]; ok {
+			if err := json.Unmarshal(v, dst); err != nil {
+				return invalidConfig("ipam."+key, "must be a string")
+			}
+		}
+		return nil
+	}
+	pools := func(key string, dst *[]string) *types.Error {
+		v, ok := keys[key]
+		if !ok {
+			return nil
+		}
+		var one string
+		if err := json.Unmarshal(v, &one); err == nil {
+			*dst = []string{one}
+			return nil
+		}
+		if err := json.Unmarshal(v, dst); err != nil {
+			return invalidConfig("ipam."+key, `must be a list of SpiderIPPool names such as ["default-v4"]`)
+		}
+		return nil
+	}
+	for _, e := range []*types.Error{
+		str("type", &c.Type),
+		str("ipam_unix_socket_path", &c.SocketPath),
+		str("log_file_path", &c.LogFile),
+		str("log_level", &c.LogLevel),
+		pools("default_ipv4_ippool", &c.DefaultIPv4Pools),
+		pools("default_ipv6_ippool", &c.DefaultIPv6Pools),
+	} {
+		if e != nil {
+			return nil, e
+		}
+	}
+	if v, ok := keys["clean_gateway"]; ok {
+		var b bool
+		if err := json.Unmarshal(v, &b); err != nil {
+			return nil, invalidConfig("ipam.clean_gateway", "must be true or false")
+		}
+		c.CleanGateway = &b
+	}
+	if v, ok := keys["request_timeout"]; ok {
+		d, err := parseTimeout(v)
+		if err != nil {
+			return nil, invalidConfig("ipam.request_timeout", err.Error())
+		}
+		c.Timeout = &d
+	}
+	return &c, nil
+}
+
+// ParseConfig reads the network configuration a runtime passes on stdin. Every error is
+// a *types.Error whose message names the field and what to write instead.
+func ParseConfig(stdin []byte) (*Config, error) {
+	var n netConf
+	if err := strictJSON(stdin, &n); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return nil, invalidConfig(typeErr.Field, fmt.Sprintf("a JSON %s is not allowed here: see the CNI specification for this key's type", typeErr.Value))
+		}
+		return nil, types.NewError(types.ErrDecodingFailure,
+			"network configuration is not valid JSON: fix the document the runtime passes on stdin", err.Error())
+	}
+	if len(n.IPAM) == 0 || string(n.IPAM) == "null" {
+		return nil, invalidConfig("ipam", `the network configuration has no "ipam" section: add "ipam": {"type": "nicpool"}`)
+	}
+	ipam, terr := decodeIPAM(n.IPAM)
+	if terr != nil {
+		return nil, terr
+	}
+	c := &Config{
+		CNIVersion:       n.CNIVersion,
+		Network:          n.Name,
+		SocketPath:       api.DefaultSocketPath,
+		DefaultIPv4Pools: ipam.DefaultIPv4Pools,
+		DefaultIPv6Pools: ipam.DefaultIPv6Pools,
+		Timeout:          DefaultTimeout,
+		LogFile:          ipam.LogFile,
+		LogLevel:         slog.LevelInfo,
+	}
+	if c.CNIVersion == "" {
+		// The spec's default for a config without a version.
+		c.CNIVersion = "0.1.0"
+	}
+	if c.Network == "" {
+		return nil, invalidConfig("name", `the network configuration has no "name": set it to the network's name`)
+	}
+	if p := ipam.SocketPath; p != "" {
+		if !filepath.IsAbs(p) {
+			return nil, invalidConfig("ipam.ipam_unix_socket_path", fmt.Sprintf("%q is not an absolute path: give ipamd's socket as an absolute path such as %s", p, api.DefaultSocketPath))
+		}
+		c.SocketPath = filepath.Clean(p)
+	}
+	for _, f := range []struct {
+		name  string
+		pools []string
+	}{{"ipam.default_ipv4_ippool", c.DefaultIPv4Pools}, {"ipam.default_ipv6_ippool", c.DefaultIPv6Pools}} {
+		for i, p := range f.pools {
+			if strings.TrimSpace(p) == "" || strings.ContainsAny(p, " \t\r\n") {
+				return nil, invalidConfig(fmt.Sprintf("%s[%d]", f.name, i), fmt.Sprintf("%q is not a pool name: list SpiderIPPool names such as \"default-v4\"", p))
+			}
+		}
+	}
+	if ipam.CleanGateway != nil {
+		c.CleanGateway = *ipam.CleanGateway
+	}
+	if ipam.Timeout != nil {
+		t := *ipam.Timeout
+		if t < time.Second || t > MaxTimeout {
+			return nil, invalidConfig("ipam.request_timeout", fmt.Sprintf("%s is out of range: give a duration between 1s and %s, such as \"30s\"", t, MaxTimeout))
+		}
+		c.Timeout = t
+	}
+	if ipam.LogFile != "" && !filepath.IsAbs(ipam.LogFile) {
+		return nil, invalidConfig("ipam.log_file_path", fmt.Sprintf("%q is not an absolute path: give an absolute file path such as /var/log/nicpool/cni.log, or leave it out to log to stderr", ipam.LogFile))
+	}
+	if ipam.LogLevel != "" {
+		lvl, ok := parseLevel(ipam.LogLevel)
+		if !ok {
+			return nil, invalidConfig("ipam.log_level", fmt.Sprintf("%q is not a log level: use debug, info, warn or error", ipam.LogLevel))
+		}
+		c.LogLevel = lvl
+	}
+	if n.RawPrevResult != nil {
+		c.prevConf = &n.PluginConf
+	}
+	switch {
+	case n.ValidAttachments != nil:
+		c.ValidAttachments, c.HasValidAttachments = n.ValidAttachments, true
+	case n.LegacyAttachments != nil:
+		c.ValidAttachments, c.HasValidAttachments = n.LegacyAttachments, true
+	}
+	if c.HasValidAttachments {
+		for i, a := range c.ValidAttachments {
+			if a.ContainerID == "" || a.IfName == "" {
+				return nil, invalidConfig(fmt.Sprintf("cni.dev/valid-attachments[%d]", i), "an attachment needs both containerID and ifname")
+			}
+		}
+	}
+	return c, nil
+}
+
+// PrevResult is prevResult parsed in the config's version; nil when there is none.
+func (c *Config) PrevResult() (types.Result, error) {
+	if c.prevConf == nil {
+		return nil, nil
+	}
+	if err := version.ParsePrevResult(c.prevConf); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure,
+			fmt.Sprintf("prevResult does not parse as a cniVersion %s result: pass the result of ADD unchanged", c.CNIVersion), err.Error())
+	}
+	return c.prevConf.PrevResult, nil
+}
+
+// strictJSON decodes one JSON document; trailing data is an error, as a truncated or
+// concatenated config is a runtime bug better seen than half-read.
+func strictJSON(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("data after the JSON document")
+	}
+	return nil
+}
+
+func invalidConfig(field, msg string) *types.Error {
+	return types.NewError(types.ErrInvalidNetworkConfig, field+": "+msg, "")
+}
+
+func parseLevel(s string) (slog.Level, bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "debug":
+		return slog.LevelDebug, true
+	case "info":
+		return slog.LevelInfo, true
+	case "warn", "warning":
+		return slog.LevelWarn, true
+	case "error":
+		return slog.LevelError, true
+	}
+	return 0, false
+}
+
+// parseTimeout accepts a Go duration string ("30s") or a number of seconds.
+func parseTimeout(raw json.RawMessage) (time.Duration, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a duration: write one such as \"30s\"", s)
+		}
+		return d, nil
+	}
+	var secs float64
+	if err := json.Unmarshal(raw, &secs); err != nil {
+		return 0, fmt.Errorf("must be a duration such as \"30s\" or a number of seconds")
+	}
+	if secs > MaxTimeout.Seconds() {
+		// Out of range either way; saturate rather than overflow the conversion.
+		secs = MaxTimeout.Seconds() + 1
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}

@@ -1,0 +1,240 @@
+package cniplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/nicpool/nicpool/ipamd/api"
+)
+
+// SupportedVersions are the CNI spec versions the plugin speaks.
+var SupportedVersions = version.PluginSupports("0.3.1", "0.4.0", "1.0.0", "1.1.0")
+
+// Funcs are the CNI verbs, for skel.PluginMainFuncs.
+func Funcs() skel.CNIFuncs {
+	return skel.CNIFuncs{
+		Add:    func(a *skel.CmdArgs) error { return guard("ADD", func() error { return cmdAdd(a) }) },
+		Del:    func(a *skel.CmdArgs) error { return guard("DEL", func() error { return cmdDel(a) }) },
+		Check:  func(a *skel.CmdArgs) error { return guard("CHECK", func() error { return cmdCheck(a) }) },
+		GC:     func(a *skel.CmdArgs) error { return guard("GC", func() error { return cmdGC(a) }) },
+		Status: func(a *skel.CmdArgs) error { return guard("STATUS", func() error { return cmdStatus(a) }) },
+	}
+}
+
+// call is what every verb starts from: the parsed config, a client for ipamd, a
+// context bounded by the request timeout and a logger.
+type call struct {
+	conf   *Config
+	client *api.Client
+	ctx    context.Context
+	log    *slog.Logger
+}
+
+func begin(verb string, args *skel.CmdArgs) (*call, func(), error) {
+	conf, err := ParseConfig(args.StdinData)
+	if err != nil {
+		return nil, nil, err
+	}
+	log, closeLog := openLog(conf)
+	log = log.With("verb", verb, "network", conf.Network)
+	if args.ContainerID != "" {
+		log = log.With("container", args.ContainerID, "interface", args.IfName)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), conf.Timeout)
+	c := &call{conf: conf, client: api.NewClient(conf.SocketPath, conf.Timeout), ctx: ctx, log: log}
+	return c, func() { cancel(); closeLog() }, nil
+}
+
+func (c *call) attachment(args *skel.CmdArgs, pod PodArgs) api.Attachment {
+	id := args.ContainerID
+	if id == "" {
+		id = pod.InfraContainerID
+	}
+	return api.Attachment{ContainerID: id, Interface: args.IfName}
+}
+
+func cmdAdd(args *skel.CmdArgs) error {
+	c, done, err := begin("ADD", args)
+	if err != nil {
+		return err
+	}
+	defer done()
+	pod, err := ParseArgs(args.Args)
+	if err == nil {
+		err = pod.requirePod()
+	}
+	if err != nil {
+		return types.NewError(types.ErrInvalidEnvironmentVariables, err.Error(), "")
+	}
+	log := c.log.With("pod", pod.Pod.Namespace+"/"+pod.Pod.Name)
+	resp, err := c.client.Allocate(c.ctx, &api.AllocateRequest{
+		Attachment: c.attachment(args, pod),
+		NetNS:      args.Netns,
+		Pod:        pod.Pod,
+		Network:    c.conf.NetworkConfig(),
+	})
+	if err != nil {
+		log.Error("allocate failed", "error", err)
+		return fromIPAMD("ADD", c.conf.SocketPath, err)
+	}
+	if resp.Interface != "" && resp.Interface != args.IfName {
+		return types.NewError(types.ErrInternal,
+			fmt.Sprintf("ADD: ipamd answered for interface %q, not %q: this is a bug in ipamd, report it", resp.Interface, args.IfName), "")
+	}
+	if len(resp.IPs) == 0 {
+		return types.NewError(api.CodeNoPool,
+			fmt.Sprintf("ADD: ipamd allocated no address for interface %s: select a pool for it in the pod's ipam.spidernet.io/ippools annotation or set default_ipv4_ippool in the network configuration", args.IfName), "")
+	}
+	result, err := BuildResult(resp)
+	if err != nil {
+		return types.NewError(types.ErrInternal, "ADD: ipamd's answer is not a usable result: this is a bug in ipamd, report it", err.Error())
+	}
+	for _, ip := range resp.IPs {
+		log.Info("allocated", "address", ip.Address, "pool", ip.Pool, "cleanGateway", resp.CleanGateway)
+	}
+	return Print(result, c.conf.CNIVersion)
+}
+
+func cmdDel(args *skel.CmdArgs) error {
+	c, done, err := begin("DEL", args)
+	if err != nil {
+		return err
+	}
+	defer done()
+	// DEL must finish even for a sandbox whose arguments are incomplete: ipamd finds
+	// the reservation by container and interface, so a malformed CNI_ARGS only loses
+	// the pod's name.
+	pod, _ := ParseArgs(args.Args)
+	resp, err := c.client.Release(c.ctx, &api.ReleaseRequest{
+		Attachment: c.attachment(args, pod),
+		Pod:        pod.Pod,
+		Network:    c.conf.NetworkConfig(),
+	})
+	var e *api.Error
+	if errors.As(err, &e) && e.Code == api.CodeUnknownContainer {
+		c.log.Info("nothing to release: ipamd does not know the container or pod", "reason", e.Error())
+		return nil
+	}
+	if err != nil {
+		c.log.Error("release failed", "error", err)
+		return fromIPAMD("DEL", c.conf.SocketPath, err)
+	}
+	c.log.Info("released", "released", resp.Released, "kept", resp.Kept)
+	return nil
+}
+
+func cmdCheck(args *skel.CmdArgs) error {
+	c, done, err := begin("CHECK", args)
+	if err != nil {
+		return err
+	}
+	defer done()
+	prev, err := c.conf.PrevResult()
+	if err != nil {
+		return err
+	}
+	if prev == nil {
+		return invalidConfig("prevResult", "CHECK needs the result of ADD: the runtime must pass it as prevResult")
+	}
+	want, err := ReservationFromResult(prev, args.IfName)
+	if err != nil {
+		return types.NewError(types.ErrDecodingFailure, "CHECK: prevResult: pass the result of ADD unchanged", err.Error())
+	}
+	pod, _ := ParseArgs(args.Args)
+	resp, err := c.client.Check(c.ctx, &api.CheckRequest{
+		Attachment: c.attachment(args, pod),
+		Pod:        pod.Pod,
+		Network:    c.conf.NetworkConfig(),
+	})
+	var e *api.Error
+	if errors.As(err, &e) && e.Code == api.CodeUnknownContainer {
+		return reservationMissing(args, want, e.Error())
+	}
+	if err != nil {
+		return fromIPAMD("CHECK", c.conf.SocketPath, err)
+	}
+	have, err := ReservationFromIPAMD(resp.IPs)
+	if err != nil {
+		return types.NewError(types.ErrInternal, "CHECK: ipamd's answer is not a usable reservation: this is a bug in ipamd, report it", err.Error())
+	}
+	if len(have) == 0 {
+		return reservationMissing(args, want, "ipamd holds no address for it")
+	}
+	if !have.Equal(want) {
+		c.log.Info("reservation differs", "want", want.String(), "have", have.String())
+		return types.NewError(CodeReservationDiffers,
+			fmt.Sprintf("CHECK: interface %s of container %s holds %s in ipamd but the runtime configured %s: delete and re-create the pod sandbox", args.IfName, args.ContainerID, have, want), "")
+	}
+	return nil
+}
+
+func reservationMissing(args *skel.CmdArgs, want Reservation, why string) error {
+	return types.NewError(CodeReservationMissing,
+		fmt.Sprintf("CHECK: interface %s of container %s has no reservation in ipamd (it was configured with %s): delete and re-create the pod sandbox", args.IfName, args.ContainerID, want),
+		why)
+}
+
+func cmdGC(args *skel.CmdArgs) error {
+	c, done, err := begin("GC", args)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if !c.conf.HasValidAttachments {
+		// Without the list every reservation of the network would look stale.
+		return invalidConfig("cni.dev/valid-attachments", "GC needs the list of valid attachments; refusing to release every reservation of the network")
+	}
+	valid := make([]api.Attachment, len(c.conf.ValidAttachments))
+	for i, a := range c.conf.ValidAttachments {
+		valid[i] = api.Attachment{ContainerID: a.ContainerID, Interface: a.IfName}
+	}
+	resp, err := c.client.GC(c.ctx, &api.GCRequest{Network: c.conf.NetworkConfig(), ValidAttachments: valid})
+	if err != nil {
+		c.log.Error("gc failed", "error", err)
+		return fromIPAMD("GC", c.conf.SocketPath, err)
+	}
+	c.log.Info("garbage collected", "valid", len(valid), "released", resp.Released)
+	return nil
+}
+
+func cmdStatus(args *skel.CmdArgs) error {
+	c, done, err := begin("STATUS", args)
+	if err != nil {
+		return err
+	}
+	defer done()
+	resp, err := c.client.Status(c.ctx, &api.StatusRequest{Network: c.conf.NetworkConfig()})
+	if err != nil {
+		e := fromIPAMD("STATUS", c.conf.SocketPath, err)
+		return types.NewError(types.ErrPluginNotAvailable, e.Msg, e.Details)
+	}
+	if !resp.Ready {
+		msg := resp.Message
+		if msg == "" {
+			msg = "every pool it can use is exhausted"
+		}
+		return types.NewError(types.ErrPluginNotAvailable,
+			fmt.Sprintf("STATUS: network %s cannot serve ADD: %s: free addresses or add a pool", c.conf.Network, msg), "")
+	}
+	return nil
+}
+
+// Print writes result to stdout in the CNI version the config asked for.
+func Print(result types.Result, cniVersion string) error {
+	out, err := result.GetAsVersion(cniVersion)
+	if err != nil {
+		return types.NewError(types.ErrIncompatibleCNIVersion,
+			fmt.Sprintf("cannot express the result in cniVersion %q: use one of %v", cniVersion, SupportedVersions.SupportedVersions()), err.Error())
+	}
+	if err := out.PrintTo(os.Stdout); err != nil {
+		return types.NewError(types.ErrIOFailure, "write the result to stdout", err.Error())
+	}
+	return nil
+}
