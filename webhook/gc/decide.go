@@ -1,0 +1,402 @@
+package gc
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+)
+
+// Reason says why an address is released or an endpoint deleted. It is the `reason`
+// label of nicpool_gc_releases_total and a key of every release log line.
+type Reason string
+
+const (
+	// ReasonPodDeleted: no pod with the holder's UID exists, and it was no StatefulSet pod.
+	ReasonPodDeleted Reason = "pod-deleted"
+	// ReasonPodFinished: the holder pod is Succeeded or Failed.
+	ReasonPodFinished Reason = "pod-finished"
+	// ReasonPodTerminating: the holder pod is still terminating past its
+	// deletionTimestamp plus Policy.TerminatingGrace (its node is gone or stuck).
+	ReasonPodTerminating Reason = "pod-terminating"
+	// ReasonStatefulSetGone: the holder was a StatefulSet pod whose StatefulSet is
+	// deleted or being deleted.
+	ReasonStatefulSetGone Reason = "statefulset-gone"
+	// ReasonStatefulSetScaledDown: the holder was a StatefulSet pod whose ordinal is no
+	// longer within the StatefulSet's replicas.
+	ReasonStatefulSetScaledDown Reason = "statefulset-scaled-down"
+	// ReasonSuperseded: the holder was an earlier incarnation of a StatefulSet pod, and
+	// the current incarnation already holds its own address of the same family on the
+	// same interface, so nothing will take this one over.
+	ReasonSuperseded Reason = "superseded"
+)
+
+// restsOnAbsence is true when the decision was made because the holder's pod UID is
+// missing from the snapshot. A cache that lags behind the API server produces exactly
+// this mistake for a pod created moments ago, so such decisions are confirmed with a
+// live read before anything is released.
+func (r Reason) restsOnAbsence() bool {
+	return r != ReasonPodFinished && r != ReasonPodTerminating
+}
+
+// Policy tunes the decision.
+type Policy struct {
+	// TerminatingGrace is how long a terminating pod keeps its addresses after its
+	// deletionTimestamp (which the API server already sets to the deletion request time
+	// plus the pod's grace period). It leaves the kubelet time to run CNI DEL.
+	TerminatingGrace time.Duration
+}
+
+// Snapshot is what the collector knows of the cluster at one instant.
+type Snapshot struct {
+	Now          time.Time
+	Pods         []corev1.Pod
+	StatefulSets []appsv1.StatefulSet
+	Pools        []v2beta1.SpiderIPPool
+	Endpoints    []v2beta1.SpiderEndpoint
+}
+
+// Release is one pool address to give back.
+type Release struct {
+	Pool    string
+	Address string
+	// Holder is the record as decided on; the address is released only while the pool
+	// still records this holder.
+	Holder v2beta1.PoolIPAllocation
+	Reason Reason
+}
+
+// EndpointRelease is one SpiderEndpoint to delete. UID and ResourceVersion are the
+// deletion's preconditions, so an endpoint a node took over meanwhile stays.
+type EndpointRelease struct {
+	Namespace       string
+	Name            string
+	UID             types.UID
+	ResourceVersion string
+	PodUID          string
+	Reason          Reason
+}
+
+// Plan is the outcome of Decide.
+type Plan struct {
+	Releases  []Release
+	Endpoints []EndpointRelease
+	// Recheck is the earliest instant at which something kept now becomes releasable
+	// without any further event (a terminating pod reaching the end of its grace);
+	// zero when there is none.
+	Recheck time.Time
+}
+
+// Decide returns what to release given a snapshot. It never releases an address or
+// endpoint of a live pod (present, neither finished nor terminating past its grace),
+// nor of a StatefulSet pod whose ordinal will come back, even while the pod object is
+// absent between deletion and re-creation.
+func Decide(s Snapshot, p Policy) Plan {
+	ix := newIndex(s, p)
+	var plan Plan
+	for _, pool := range sortedPools(s.Pools) {
+		for _, addr := range sortedAddresses(pool.Status.AllocatedIPs) {
+			holder := pool.Status.AllocatedIPs[addr]
+			ns, name := splitPod(holder.Pod)
+			v := ix.judge(ns, name, holder.PodUID)
+			if v.returning && ix.superseded(ns, name, holder, addr) {
+				v = verdict{reason: ReasonSuperseded}
+			}
+			plan.Recheck = earliest(plan.Recheck, v.recheck)
+			if v.reason != "" {
+				plan.Releases = append(plan.Releases, Release{Pool: pool.Name, Address: addr, Holder: holder, Reason: v.reason})
+			}
+		}
+	}
+	for _, ep := range sortedEndpoints(s.Endpoints) {
+		v := ix.judge(ep.Namespace, ep.Name, ep.Status.Current.UID)
+		plan.Recheck = earliest(plan.Recheck, v.recheck)
+		if v.reason != "" {
+			plan.Endpoints = append(plan.Endpoints, EndpointRelease{
+				Namespace: ep.Namespace, Name: ep.Name, UID: ep.UID, ResourceVersion: ep.ResourceVersion,
+				PodUID: ep.Status.Current.UID, Reason: v.reason,
+			})
+		}
+	}
+	return plan
+}
+
+// verdict is the fate of one pod UID's records. An empty reason keeps them.
+type verdict struct {
+	reason Reason
+	// returning: the pod is absent but its StatefulSet ordinal will come back.
+	returning bool
+	// recheck: when a kept terminating pod reaches the end of its grace.
+	recheck time.Time
+}
+
+type podName struct{ namespace, name string }
+
+// holding is one (pod UID, interface, address family) that holds an address.
+type holding struct {
+	uid, iface string
+	family     int
+}
+
+type index struct {
+	now      time.Time
+	policy   Policy
+	podByUID map[string]*corev1.Pod
+	// podByName is the current pod at a name, whatever its UID.
+	podByName map[podName]*corev1.Pod
+	sets      map[podName]*appsv1.StatefulSet
+	endpoints map[podName]*v2beta1.SpiderEndpoint
+	held      map[holding]bool
+}
+
+func newIndex(s Snapshot, p Policy) *index {
+	ix := &index{
+		now: s.Now, policy: p,
+		podByUID:  make(map[string]*corev1.Pod, len(s.Pods)),
+		podByName: make(map[podName]*corev1.Pod, len(s.Pods)),
+		sets:      make(map[podName]*appsv1.StatefulSet, len(s.StatefulSets)),
+		endpoints: make(map[podName]*v2beta1.SpiderEndpoint, len(s.Endpoints)),
+		held:      map[holding]bool{},
+	}
+	for i := range s.Pods {
+		pod := &s.Pods[i]
+		ix.podByUID[string(pod.UID)] = pod
+		ix.podByName[podName{pod.Namespace, pod.Name}] = pod
+	}
+	for i := range s.StatefulSets {
+		set := &s.StatefulSets[i]
+		ix.sets[podName{set.Namespace, set.Name}] = set
+	}
+	for i := range s.Endpoints {
+		ep := &s.Endpoints[i]
+		ix.endpoints[podName{ep.Namespace, ep.Name}] = ep
+	}
+	for _, pool := range s.Pools {
+		for addr, h := range pool.Status.AllocatedIPs {
+			ix.held[holding{h.PodUID, h.Interface, family(addr)}] = true
+		}
+	}
+	return ix
+}
+
+// judge decides the fate of the records of pod UID uid, recorded under ns/name.
+func (ix *index) judge(ns, name, uid string) verdict {
+	if pod, ok := ix.podByUID[uid]; ok && uid != "" {
+		return ix.judgePresent(pod)
+	}
+	switch ix.ordinalFate(ns, name) {
+	case ordinalReturns:
+		return verdict{returning: true}
+	case ordinalScaledDown:
+		return verdict{reason: ReasonStatefulSetScaledDown}
+	case ordinalSetGone:
+		return verdict{reason: ReasonStatefulSetGone}
+	default:
+		return verdict{reason: ReasonPodDeleted}
+	}
+}
+
+func (ix *index) judgePresent(pod *corev1.Pod) verdict {
+	var reason Reason
+	switch {
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		reason = ReasonPodFinished
+	case pod.DeletionTimestamp != nil:
+		deadline := pod.DeletionTimestamp.Add(ix.policy.TerminatingGrace)
+		if ix.now.Before(deadline) {
+			return verdict{recheck: deadline}
+		}
+		reason = ReasonPodTerminating
+	default:
+		return verdict{}
+	}
+	// A finished or stuck StatefulSet pod is replaced under the same name, and the
+	// replacement takes its addresses over.
+	if ix.ordinalFate(pod.Namespace, pod.Name) == ordinalReturns {
+		return verdict{}
+	}
+	return verdict{reason: reason}
+}
+
+// superseded reports whether the current incarnation of a StatefulSet pod already holds
+// an address of the same family on the holder's interface. A takeover moves records to
+// the new UID in place, so once the new UID holds its own, the old record is orphaned.
+func (ix *index) superseded(ns, name string, holder v2beta1.PoolIPAllocation, addr string) bool {
+	cur, ok := ix.podByName[podName{ns, name}]
+	if !ok || string(cur.UID) == holder.PodUID {
+		return false
+	}
+	return ix.held[holding{string(cur.UID), holder.Interface, family(addr)}]
+}
+
+type ordinalFate int
+
+const (
+	notStatefulSetPod ordinalFate = iota
+	ordinalReturns
+	ordinalScaledDown
+	ordinalSetGone
+)
+
+// ordinalFate says what the StatefulSet behind a pod name intends for it. Evidence of
+// StatefulSet membership is, from strongest to weakest: the controller reference of
+// the pod currently at that name, the owner recorded in the pod's SpiderEndpoint, and
+// the name itself ("<set>-<ordinal>" with such a set present). The last keeps a plain
+// pod whose name happens to look like an ordinal of a live set; that errs on the side
+// of never releasing an address that may come back.
+func (ix *index) ordinalFate(ns, name string) ordinalFate {
+	ordinal, hasOrdinal := parseOrdinal(name)
+	fate := notStatefulSetPod
+	for _, setName := range ix.statefulSetCandidates(ns, name) {
+		set, ok := ix.sets[podName{ns, setName}]
+		if !ok {
+			if ix.knownStatefulSetPod(ns, name, setName) {
+				fate = max(fate, ordinalSetGone)
+			}
+			continue
+		}
+		if set.DeletionTimestamp != nil {
+			fate = max(fate, ordinalSetGone)
+			continue
+		}
+		// A name without an ordinal cannot be placed in the range: keep it.
+		if !hasOrdinal || inReplicaRange(set, ordinal) {
+			return ordinalReturns
+		}
+		fate = ordinalScaledDown
+	}
+	return fate
+}
+
+// statefulSetCandidates lists the StatefulSets a pod name may belong to. The collector
+// also reads these live before releasing.
+func (ix *index) statefulSetCandidates(ns, name string) []string {
+	var names []string
+	if pod, ok := ix.podByName[podName{ns, name}]; ok {
+		if ref := controllerOf(pod); ref != "" {
+			names = append(names, ref)
+		}
+	}
+	if ep, ok := ix.endpoints[podName{ns, name}]; ok && ep.Status.OwnerControllerType == "StatefulSet" && ep.Status.OwnerControllerName != "" {
+		names = append(names, ep.Status.OwnerControllerName)
+	}
+	if i := strings.LastIndexByte(name, '-'); i > 0 {
+		if _, ok := parseOrdinal(name); ok {
+			names = append(names, name[:i])
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// knownStatefulSetPod is true when the name's StatefulSet membership is recorded (by an
+// owner reference or the endpoint), not only guessed from the name.
+func (ix *index) knownStatefulSetPod(ns, name, setName string) bool {
+	if pod, ok := ix.podByName[podName{ns, name}]; ok && controllerOf(pod) == setName {
+		return true
+	}
+	ep, ok := ix.endpoints[podName{ns, name}]
+	return ok && ep.Status.OwnerControllerType == "StatefulSet" && ep.Status.OwnerControllerName == setName
+}
+
+func controllerOf(pod *corev1.Pod) string {
+	for _, ref := range pod.OwnerReferences {
+		if ref.Controller != nil && *ref.Controller && ref.Kind == "StatefulSet" {
+			return ref.Name
+		}
+	}
+	return ""
+}
+
+func inReplicaRange(set *appsv1.StatefulSet, ordinal int) bool {
+	start, replicas := 0, 1
+	if set.Spec.Ordinals != nil {
+		start = int(set.Spec.Ordinals.Start)
+	}
+	if set.Spec.Replicas != nil {
+		replicas = int(*set.Spec.Replicas)
+	}
+	return ordinal >= start && ordinal < start+replicas
+}
+
+// parseOrdinal returns the ordinal of a StatefulSet pod name "<set>-<ordinal>": a
+// decimal without leading zeros, as the StatefulSet controller writes it.
+func parseOrdinal(name string) (int, bool) {
+	i := strings.LastIndexByte(name, '-')
+	digits := name[i+1:]
+	if i <= 0 || digits == "" || (len(digits) > 1 && digits[0] == '0') {
+		return 0, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(digits)
+	return n, err == nil
+}
+
+// splitPod splits a pool record's "namespace/name".
+func splitPod(pod string) (ns, name string) {
+	if i := strings.IndexByte(pod, '/'); i >= 0 {
+		return pod[:i], pod[i+1:]
+	}
+	return "", pod
+}
+
+// family is 4 or 6, or 0 for a key that is no address.
+func family(addr string) int {
+	a, err := netip.ParseAddr(addr)
+	switch {
+	case err != nil:
+		return 0
+	case a.Is4():
+		return 4
+	default:
+		return 6
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+func sortedPools(pools []v2beta1.SpiderIPPool) []*v2beta1.SpiderIPPool {
+	out := make([]*v2beta1.SpiderIPPool, len(pools))
+	for i := range pools {
+		out[i] = &pools[i]
+	}
+	slices.SortFunc(out, func(a, b *v2beta1.SpiderIPPool) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+func sortedAddresses(m v2beta1.PoolIPAllocations) []string {
+	out := make([]string, 0, len(m))
+	for addr := range m {
+		out = append(out, addr)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sortedEndpoints(eps []v2beta1.SpiderEndpoint) []*v2beta1.SpiderEndpoint {
+	out := make([]*v2beta1.SpiderEndpoint, len(eps))
+	for i := range eps {
+		out[i] = &eps[i]
+	}
+	slices.SortFunc(out, func(a, b *v2beta1.SpiderEndpoint) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}

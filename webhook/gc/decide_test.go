@@ -1,0 +1,298 @@
+package gc
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+)
+
+var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+type podOpt func(*corev1.Pod)
+
+func pod(name, uid string, opts ...podOpt) corev1.Pod {
+	p := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid)},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	for _, o := range opts {
+		o(&p)
+	}
+	return p
+}
+
+func phase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
+
+func deleting(at time.Time) podOpt {
+	return func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: at} }
+}
+
+func ownedBy(set string) podOpt {
+	return func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: "apps/v1", Kind: "StatefulSet", Name: set, UID: "set-uid", Controller: ptr.To(true),
+		}}
+	}
+}
+
+func statefulSet(name string, replicas int32) appsv1.StatefulSet {
+	return appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To(replicas)},
+	}
+}
+
+// rec is one pool record: address → holder.
+type rec struct{ addr, pod, uid, iface string }
+
+func pool(name string, recs ...rec) v2beta1.SpiderIPPool {
+	p := v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	p.Status.AllocatedIPs = v2beta1.PoolIPAllocations{}
+	for _, r := range recs {
+		p.Status.AllocatedIPs[r.addr] = v2beta1.PoolIPAllocation{Pod: "ns/" + r.pod, PodUID: r.uid, Interface: r.iface}
+	}
+	return p
+}
+
+func endpoint(name, uid, ownerKind, ownerName string) v2beta1.SpiderEndpoint {
+	return v2beta1.SpiderEndpoint{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("ep-" + name), ResourceVersion: "7"},
+		Status: v2beta1.WorkloadEndpointStatus{
+			Current:             v2beta1.PodIPAllocation{UID: uid},
+			OwnerControllerType: ownerKind, OwnerControllerName: ownerName,
+		},
+	}
+}
+
+// released renders a plan as "address reason" and "endpoint name reason" lines.
+func released(p Plan) []string {
+	var out []string
+	for _, r := range p.Releases {
+		out = append(out, fmt.Sprintf("%s %s", r.Address, r.Reason))
+	}
+	for _, e := range p.Endpoints {
+		out = append(out, fmt.Sprintf("endpoint %s %s", e.Name, e.Reason))
+	}
+	return out
+}
+
+func TestDecide(t *testing.T) {
+	grace := 30 * time.Second
+	cases := []struct {
+		name string
+		snap Snapshot
+		want []string
+	}{{
+		name: "live pod keeps every interface's address and its endpoint",
+		snap: Snapshot{
+			Pods:      []corev1.Pod{pod("a", "u1")},
+			Pools:     []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}, rec{"10.0.0.2", "a", "u1", "net1"})},
+			Endpoints: []v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
+		},
+	}, {
+		name: "pending pod is live",
+		snap: Snapshot{
+			Pods:  []corev1.Pod{pod("a", "u1", phase(corev1.PodPending))},
+			Pools: []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})},
+		},
+	}, {
+		name: "pod UID gone: addresses and endpoint released",
+		snap: Snapshot{
+			Pools:     []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}), pool("q", rec{"fd00::1", "a", "u1", "eth0"})},
+			Endpoints: []v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
+		},
+		want: []string{"10.0.0.1 pod-deleted", "fd00::1 pod-deleted", "endpoint a pod-deleted"},
+	}, {
+		name: "pod recreated under the same name with a new UID: the old UID's records go",
+		snap: Snapshot{
+			Pods:      []corev1.Pod{pod("a", "u2")},
+			Pools:     []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}, rec{"10.0.0.2", "a", "u2", "eth0"})},
+			Endpoints: []v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
+		},
+		want: []string{"10.0.0.1 pod-deleted", "endpoint a pod-deleted"},
+	}, {
+		name: "succeeded and failed pods are released",
+		snap: Snapshot{
+			Pods: []corev1.Pod{pod("job-a", "u1", phase(corev1.PodSucceeded)), pod("job-b", "u2", phase(corev1.PodFailed))},
+			Pools: []v2beta1.SpiderIPPool{pool("p",
+				rec{"10.0.0.1", "job-a", "u1", "eth0"}, rec{"10.0.0.2", "job-b", "u2", "eth0"})},
+			Endpoints: []v2beta1.SpiderEndpoint{endpoint("job-a", "u1", "Job", "job")},
+		},
+		want: []string{"10.0.0.1 pod-finished", "10.0.0.2 pod-finished", "endpoint job-a pod-finished"},
+	}, {
+		name: "terminating within its grace is kept and rechecked at the end of it",
+		snap: Snapshot{
+			Pods:  []corev1.Pod{pod("a", "u1", deleting(now.Add(-10*time.Second)))},
+			Pools: []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})},
+		},
+	}, {
+		name: "terminating past deletionTimestamp plus grace is released",
+		snap: Snapshot{
+			Pods:  []corev1.Pod{pod("a", "u1", deleting(now.Add(-grace)))},
+			Pools: []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})},
+		},
+		want: []string{"10.0.0.1 pod-terminating"},
+	}, {
+		name: "StatefulSet pod absent between delete and re-create keeps addresses and endpoint",
+		snap: Snapshot{
+			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 2)},
+			Pools:        []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "web-1", "u1", "eth0"}, rec{"10.0.0.2", "web-1", "u1", "net1"})},
+			Endpoints:    []v2beta1.SpiderEndpoint{endpoint("web-1", "u1", "StatefulSet", "web")},
+		},
+	}, {
+		name: "StatefulSet pod recognised by name alone (no endpoint) is kept",
+		snap: Snapshot{
+			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
+			Pools:        []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})},
+		},
+	}, {
+		name: "recreated StatefulSet pod not yet through CNI ADD: old UID's record awaits takeover",
+		snap: Snapshot{
+			Pods:         []corev1.Pod{pod("web-0", "u2", ownedBy("web"), phase(corev1.PodPending))},
+			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
+			Pools:        []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})},
+			Endpoints:    []v2beta1.SpiderEndpoint{endpoint("web-0", "u1", "StatefulSet", "web")},
+		},
+	}, {
+		name: "finished StatefulSet pod whose ordinal returns is kept for its replacement",
+		snap: Snapshot{
+			Pods:         []corev1.Pod{pod("web-0", "u1", ownedBy("web"), phase(corev1.PodFailed))},
+			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
+			Pools:        []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})},
+		},
+	}, {
+		name: "StatefulSet scaled down: ordinals at or above replicas released, below kept",
+		snap: Snapshot{
+			Pods:         []corev1.Pod{pod("web-0", "u0", ownedBy("web"))},
+			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
+			Pools: []v2beta1.SpiderIPPool{pool("p",
+				rec{"10.0.0.1", "web-0", "u0", "eth0"}, rec{"10.0.0.2", "web-1", "u1", "eth0"}, rec{"10.0.0.3", "web-2", "u2", "eth0"})},
+			Endpoints: []v2beta1.SpiderEndpoint{endpoint("web-1", "u1", "StatefulSet", "web")},
+		},
+		want: []string{"10.0.0.2 statefulset-scaled-down", "10.0.0.3 statefulset-scaled-down", "endpoint web-1 statefulset-scaled-down"},
+	}, {
+		name: "StatefulSet with start ordinal: range is [start, start+replicas)",
+		snap: Snapshot{
+			StatefulSets: []appsv1.StatefulSet{func() appsv1.StatefulSet {
+				s := statefulSet("web", 2)
+				s.Spec.Ordinals = &appsv1.StatefulSetOrdinals{Start: 5}
+				return s
+			}()},
+			Pools: []v2beta1.SpiderIPPool{pool("p",
+				rec{"10.0.0.4", "web-4", "u4", "eth0"}, rec{"10.0.0.5", "web-5", "u5", "eth0"},
+				rec{"10.0.0.6", "web-6", "u6", "eth0"}, rec{"10.0.0.7", "web-7", "u7", "eth0"})},
+		},
+		want: []string{"10.0.0.4 statefulset-scaled-down", "10.0.0.7 statefulset-scaled-down"},
+	}, {
+		name: "StatefulSet gone: recorded members released",
+		snap: Snapshot{
+			Pools:     []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})},
+			Endpoints: []v2beta1.SpiderEndpoint{endpoint("web-0", "u1", "StatefulSet", "web")},
+		},
+		want: []string{"10.0.0.1 statefulset-gone", "endpoint web-0 statefulset-gone"},
+	}, {
+		name: "StatefulSet being deleted counts as gone",
+		snap: Snapshot{
+			StatefulSets: []appsv1.StatefulSet{func() appsv1.StatefulSet {
+				s := statefulSet("web", 3)
+				s.DeletionTimestamp = &metav1.Time{Time: now}
+				return s
+			}()},
+			Pools: []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})},
+		},
+		want: []string{"10.0.0.1 statefulset-gone"},
+	}, {
+		name: "a live StatefulSet pod above replicas is still live",
+		snap: Snapshot{
+			Pods:         []corev1.Pod{pod("web-3", "u3", ownedBy("web"))},
+			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
+			Pools:        []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "web-3", "u3", "eth0"})},
+		},
+	}, {
+		name: "superseded: the new incarnation holds its own address of that family on that interface",
+		snap: Snapshot{
+			Pods:         []corev1.Pod{pod("web-0", "u2", ownedBy("web"))},
+			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
+			Pools: []v2beta1.SpiderIPPool{
+				pool("a", rec{"10.0.0.1", "web-0", "u1", "eth0"}, rec{"10.0.0.9", "web-0", "u1", "net1"}),
+				pool("b", rec{"10.1.0.1", "web-0", "u2", "eth0"}),
+				pool("c", rec{"fd00::1", "web-0", "u1", "eth0"}),
+			},
+			Endpoints: []v2beta1.SpiderEndpoint{endpoint("web-0", "u2", "StatefulSet", "web")},
+		},
+		// net1 and the IPv6 eth0 address may still be taken over; only eth0/IPv4 is orphaned.
+		want: []string{"10.0.0.1 superseded"},
+	}, {
+		name: "a plain pod whose name merely looks like an ordinal of no set is released",
+		snap: Snapshot{
+			Pools: []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "batch-7", "u1", "eth0"})},
+		},
+		want: []string{"10.0.0.1 pod-deleted"},
+	}, {
+		name: "endpoint without any pod is deleted",
+		snap: Snapshot{
+			Endpoints: []v2beta1.SpiderEndpoint{endpoint("orphan", "u9", "ReplicaSet", "rs")},
+		},
+		want: []string{"endpoint orphan pod-deleted"},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.snap.Now = now
+			got := released(Decide(tc.snap, Policy{TerminatingGrace: grace}))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("released:\n got  %q\n want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecideRecheckAtEndOfGrace(t *testing.T) {
+	del := now.Add(-10 * time.Second)
+	plan := Decide(Snapshot{
+		Now:   now,
+		Pods:  []corev1.Pod{pod("a", "u1", deleting(del)), pod("b", "u2", deleting(del.Add(time.Minute)))},
+		Pools: []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}, rec{"10.0.0.2", "b", "u2", "eth0"})},
+	}, Policy{TerminatingGrace: 30 * time.Second})
+	if want := del.Add(30 * time.Second); !plan.Recheck.Equal(want) {
+		t.Errorf("Recheck = %v, want the earliest end of grace %v", plan.Recheck, want)
+	}
+}
+
+func TestReleaseCarriesHolderAndEndpointPreconditions(t *testing.T) {
+	plan := Decide(Snapshot{
+		Now:       now,
+		Pools:     []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "net2"})},
+		Endpoints: []v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
+	}, Policy{})
+	wantRel := Release{Pool: "p", Address: "10.0.0.1", Reason: ReasonPodDeleted,
+		Holder: v2beta1.PoolIPAllocation{Pod: "ns/a", PodUID: "u1", Interface: "net2"}}
+	if len(plan.Releases) != 1 || plan.Releases[0] != wantRel {
+		t.Errorf("Releases = %+v, want [%+v]", plan.Releases, wantRel)
+	}
+	wantEp := EndpointRelease{Namespace: "ns", Name: "a", UID: "ep-a", ResourceVersion: "7", PodUID: "u1", Reason: ReasonPodDeleted}
+	if len(plan.Endpoints) != 1 || plan.Endpoints[0] != wantEp {
+		t.Errorf("Endpoints = %+v, want [%+v]", plan.Endpoints, wantEp)
+	}
+}
+
+func TestParseOrdinal(t *testing.T) {
+	for name, want := range map[string]int{"web-0": 0, "web-12": 12, "my-set-3": 3} {
+		if got, ok := parseOrdinal(name); !ok || got != want {
+			t.Errorf("parseOrdinal(%q) = %d, %v; want %d", name, got, ok, want)
+		}
+	}
+	for _, name := range []string{"web", "web-", "-1", "web-x", "web-01", "web-+1"} {
+		if got, ok := parseOrdinal(name); ok {
+			t.Errorf("parseOrdinal(%q) = %d; want no ordinal", name, got)
+		}
+	}
+}
