@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 
@@ -17,14 +18,24 @@ import (
 // SupportedVersions are the CNI spec versions the plugin speaks.
 var SupportedVersions = version.PluginSupports("0.3.1", "0.4.0", "1.0.0", "1.1.0")
 
-// Funcs are the CNI verbs, for skel.PluginMainFuncs.
+// Plugin serves the CNI verbs; Stdout receives ADD's result.
+type Plugin struct {
+	Stdout io.Writer
+}
+
+// Funcs are the CNI verbs of a plugin printing to stdout, for skel.PluginMainFuncs.
 func Funcs() skel.CNIFuncs {
+	return (&Plugin{Stdout: os.Stdout}).Funcs()
+}
+
+// Funcs are p's CNI verbs; none of them panics.
+func (p *Plugin) Funcs() skel.CNIFuncs {
 	return skel.CNIFuncs{
-		Add:    func(a *skel.CmdArgs) error { return guard("ADD", func() error { return cmdAdd(a) }) },
-		Del:    func(a *skel.CmdArgs) error { return guard("DEL", func() error { return cmdDel(a) }) },
-		Check:  func(a *skel.CmdArgs) error { return guard("CHECK", func() error { return cmdCheck(a) }) },
-		GC:     func(a *skel.CmdArgs) error { return guard("GC", func() error { return cmdGC(a) }) },
-		Status: func(a *skel.CmdArgs) error { return guard("STATUS", func() error { return cmdStatus(a) }) },
+		Add:    func(a *skel.CmdArgs) error { return guard("ADD", func() error { return p.Add(a) }) },
+		Del:    func(a *skel.CmdArgs) error { return guard("DEL", func() error { return p.Del(a) }) },
+		Check:  func(a *skel.CmdArgs) error { return guard("CHECK", func() error { return p.Check(a) }) },
+		GC:     func(a *skel.CmdArgs) error { return guard("GC", func() error { return p.GC(a) }) },
+		Status: func(a *skel.CmdArgs) error { return guard("STATUS", func() error { return p.Status(a) }) },
 	}
 }
 
@@ -60,7 +71,8 @@ func (c *call) attachment(args *skel.CmdArgs, pod PodArgs) api.Attachment {
 	return api.Attachment{ContainerID: id, Interface: args.IfName}
 }
 
-func cmdAdd(args *skel.CmdArgs) error {
+// Add allocates the interface's addresses and prints them as a result.
+func (p *Plugin) Add(args *skel.CmdArgs) error {
 	c, done, err := begin("ADD", args)
 	if err != nil {
 		return err
@@ -99,10 +111,11 @@ func cmdAdd(args *skel.CmdArgs) error {
 	for _, ip := range resp.IPs {
 		log.Info("allocated", "address", ip.Address, "pool", ip.Pool, "cleanGateway", resp.CleanGateway)
 	}
-	return Print(result, c.conf.CNIVersion)
+	return Print(p.Stdout, result, c.conf.CNIVersion)
 }
 
-func cmdDel(args *skel.CmdArgs) error {
+// Del releases the interface's addresses; what ipamd does not know is released.
+func (p *Plugin) Del(args *skel.CmdArgs) error {
 	c, done, err := begin("DEL", args)
 	if err != nil {
 		return err
@@ -130,7 +143,8 @@ func cmdDel(args *skel.CmdArgs) error {
 	return nil
 }
 
-func cmdCheck(args *skel.CmdArgs) error {
+// Check fails unless ipamd holds exactly the addresses of prevResult.
+func (p *Plugin) Check(args *skel.CmdArgs) error {
 	c, done, err := begin("CHECK", args)
 	if err != nil {
 		return err
@@ -181,7 +195,8 @@ func reservationMissing(args *skel.CmdArgs, want Reservation, why string) error 
 		why)
 }
 
-func cmdGC(args *skel.CmdArgs) error {
+// GC releases the network's reservations that are not valid attachments.
+func (p *Plugin) GC(args *skel.CmdArgs) error {
 	c, done, err := begin("GC", args)
 	if err != nil {
 		return err
@@ -204,7 +219,8 @@ func cmdGC(args *skel.CmdArgs) error {
 	return nil
 }
 
-func cmdStatus(args *skel.CmdArgs) error {
+// Status fails with code 50 when ADD cannot succeed.
+func (p *Plugin) Status(args *skel.CmdArgs) error {
 	c, done, err := begin("STATUS", args)
 	if err != nil {
 		return err
@@ -226,14 +242,14 @@ func cmdStatus(args *skel.CmdArgs) error {
 	return nil
 }
 
-// Print writes result to stdout in the CNI version the config asked for.
-func Print(result types.Result, cniVersion string) error {
+// Print writes result to w in the CNI version the config asked for.
+func Print(w io.Writer, result types.Result, cniVersion string) error {
 	out, err := result.GetAsVersion(cniVersion)
 	if err != nil {
 		return types.NewError(types.ErrIncompatibleCNIVersion,
 			fmt.Sprintf("cannot express the result in cniVersion %q: use one of %v", cniVersion, SupportedVersions.SupportedVersions()), err.Error())
 	}
-	if err := out.PrintTo(os.Stdout); err != nil {
+	if err := out.PrintTo(w); err != nil {
 		return types.NewError(types.ErrIOFailure, "write the result to stdout", err.Error())
 	}
 	return nil
