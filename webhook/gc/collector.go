@@ -1,0 +1,402 @@
+package gc
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+)
+
+// Options tune the garbage collector. Zero values take the defaults.
+type Options struct {
+	// Interval between periodic full passes. Default 2m.
+	Interval time.Duration
+	// MinAge is how long a record must be seen without its pod before it is released,
+	// on top of the live read that confirms the pod's absence. Default 30s; a negative
+	// value releases on first sight (the live read still confirms).
+	MinAge time.Duration
+	// TerminatingGrace is how long a terminating pod keeps its addresses after its
+	// deletionTimestamp, for the kubelet to run CNI DEL. Default 30s; negative means 0.
+	TerminatingGrace time.Duration
+	// Debounce delays the pass a pod or StatefulSet event triggers, so that a burst of
+	// events costs one pass. Default 1s.
+	Debounce time.Duration
+}
+
+// Defaults.
+const (
+	DefaultInterval         = 2 * time.Minute
+	DefaultMinAge           = 30 * time.Second
+	DefaultTerminatingGrace = 30 * time.Second
+	DefaultDebounce         = time.Second
+)
+
+// liveListThreshold: with more pods to confirm in one namespace than this, one live
+// LIST of the namespace is cheaper than a GET per pod.
+const liveListThreshold = 5
+
+func (o Options) withDefaults() Options {
+	o.Interval = cmp.Or(o.Interval, DefaultInterval)
+	o.MinAge = max(cmp.Or(o.MinAge, DefaultMinAge), 0)
+	o.TerminatingGrace = max(cmp.Or(o.TerminatingGrace, DefaultTerminatingGrace), 0)
+	o.Debounce = cmp.Or(o.Debounce, DefaultDebounce)
+	return o
+}
+
+// Collector runs garbage collection passes. It is not safe for concurrent passes; the
+// controller runs one at a time.
+type Collector struct {
+	// client lists the snapshot (from the manager's cache) and writes.
+	client client.Client
+	// live reads the API server directly: to confirm a pod's absence, and to re-read a
+	// pool after a conflict.
+	live  client.Reader
+	opts  Options
+	clock absenceClock
+}
+
+// NewCollector returns a collector that reads its snapshot through c, confirms through
+// live, and writes through c.
+func NewCollector(c client.Client, live client.Reader, opts Options) *Collector {
+	return &Collector{client: c, live: live, opts: opts.withDefaults()}
+}
+
+// Result is what one pass did.
+type Result struct {
+	// Released are the pool addresses this pass removed.
+	Released []Release
+	// DeletedEndpoints are the SpiderEndpoints this pass deleted.
+	DeletedEndpoints []EndpointRelease
+	// Pending counts releases waiting for MinAge.
+	Pending int
+	// Recheck is when a later pass may release more without any event (end of a
+	// terminating pod's grace, or of a record's minimum age); zero when nothing waits.
+	Recheck time.Time
+}
+
+// RunOnce forces one full pass now, without waiting for MinAge (it has no history);
+// every release resting on a pod's absence is still confirmed through live. For
+// end-to-end suites and benchmarks.
+func RunOnce(ctx context.Context, c client.Client, live client.Reader) (Result, error) {
+	return NewCollector(c, live, Options{MinAge: -1}).Pass(ctx)
+}
+
+// Pass runs one full garbage collection pass.
+func (c *Collector) Pass(ctx context.Context) (res Result, err error) {
+	start := time.Now()
+	defer func() {
+		passDuration.Observe(time.Since(start).Seconds())
+		runsTotal.WithLabelValues(map[bool]string{true: "success", false: "error"}[err == nil]).Inc()
+		pendingReleases.Set(float64(res.Pending))
+	}()
+	snap, err := c.snapshot(ctx)
+	if err != nil {
+		return res, err
+	}
+	policy := Policy{TerminatingGrace: c.opts.TerminatingGrace}
+	plan := Decide(snap, policy)
+	recheck := plan.Recheck
+	plan, pending, ripeAt := c.ripen(plan, snap.Now)
+	res.Pending = pending
+	res.Recheck = earliest(recheck, ripeAt)
+	if plan, err = c.confirm(ctx, snap, policy, plan); err != nil {
+		return res, err
+	}
+	err = c.apply(ctx, snap, plan, &res)
+	return res, err
+}
+
+func (c *Collector) snapshot(ctx context.Context) (Snapshot, error) {
+	var (
+		pods  corev1.PodList
+		sets  appsv1.StatefulSetList
+		pools v2beta1.SpiderIPPoolList
+		eps   v2beta1.SpiderEndpointList
+	)
+	// Nothing of the snapshot is modified (a pool is deep-copied before a write), so
+	// the cache's objects are read in place: a pass over thousands of pods copies none.
+	for _, l := range []client.ObjectList{&pods, &sets, &pools, &eps} {
+		if err := c.client.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
+			return Snapshot{}, fmt.Errorf("list %T for garbage collection: %w", l, err)
+		}
+	}
+	return Snapshot{Now: time.Now(), Pods: pods.Items, StatefulSets: sets.Items, Pools: pools.Items, Endpoints: eps.Items}, nil
+}
+
+// ripen holds back absence-based releases younger than MinAge.
+func (c *Collector) ripen(plan Plan, now time.Time) (Plan, int, time.Time) {
+	var keys []string
+	for _, r := range plan.Releases {
+		if r.Reason.restsOnAbsence() {
+			keys = append(keys, r.key())
+		}
+	}
+	for _, e := range plan.Endpoints {
+		if e.Reason.restsOnAbsence() {
+			keys = append(keys, e.key())
+		}
+	}
+	ripe, next := c.clock.ripe(keys, now, c.opts.MinAge)
+	out := Plan{Recheck: plan.Recheck}
+	for _, r := range plan.Releases {
+		if !r.Reason.restsOnAbsence() || ripe[r.key()] {
+			out.Releases = append(out.Releases, r)
+		}
+	}
+	for _, e := range plan.Endpoints {
+		if !e.Reason.restsOnAbsence() || ripe[e.key()] {
+			out.Endpoints = append(out.Endpoints, e)
+		}
+	}
+	return out, len(keys) - len(ripe), next
+}
+
+func (r Release) key() string {
+	return "pool/" + r.Pool + "/" + r.Address + "/" + r.Holder.PodUID
+}
+
+func (e EndpointRelease) key() string {
+	return "endpoint/" + e.Namespace + "/" + e.Name + "/" + e.PodUID
+}
+
+// confirm re-decides every absence-based release on the API server's current view of
+// the pods and StatefulSets involved, and keeps only the releases both decisions agree
+// on. A pod the cache has not seen yet is found here and keeps its addresses.
+func (c *Collector) confirm(ctx context.Context, snap Snapshot, policy Policy, plan Plan) (Plan, error) {
+	names := map[podName]bool{}
+	for _, r := range plan.Releases {
+		if r.Reason.restsOnAbsence() {
+			ns, name := splitPod(r.Holder.Pod)
+			names[podName{ns, name}] = true
+		}
+	}
+	for _, e := range plan.Endpoints {
+		if e.Reason.restsOnAbsence() {
+			names[podName{e.Namespace, e.Name}] = true
+		}
+	}
+	if len(names) == 0 {
+		return plan, nil
+	}
+	ix := newIndex(snap, policy)
+	setNames := map[podName]bool{}
+	for n := range names {
+		for _, s := range ix.statefulSetCandidates(n.namespace, n.name) {
+			setNames[podName{n.namespace, s}] = true
+		}
+	}
+	pods, err := c.livePods(ctx, names)
+	if err != nil {
+		return Plan{}, err
+	}
+	sets, err := c.liveStatefulSets(ctx, setNames)
+	if err != nil {
+		return Plan{}, err
+	}
+
+	fresh := snap
+	fresh.Pods = slices.DeleteFunc(slices.Clone(snap.Pods), func(p corev1.Pod) bool { return names[podName{p.Namespace, p.Name}] })
+	fresh.Pods = append(fresh.Pods, pods...)
+	fresh.StatefulSets = slices.DeleteFunc(slices.Clone(snap.StatefulSets), func(s appsv1.StatefulSet) bool {
+		return setNames[podName{s.Namespace, s.Name}]
+	})
+	fresh.StatefulSets = append(fresh.StatefulSets, sets...)
+	again := Decide(fresh, policy)
+
+	agreed := map[string]Reason{}
+	for _, r := range again.Releases {
+		agreed[r.key()] = r.Reason
+	}
+	for _, e := range again.Endpoints {
+		agreed[e.key()] = e.Reason
+	}
+	out := Plan{Recheck: plan.Recheck}
+	for _, r := range plan.Releases {
+		if reason, ok := agreed[r.key()]; ok {
+			r.Reason = reason
+			out.Releases = append(out.Releases, r)
+		}
+	}
+	for _, e := range plan.Endpoints {
+		if reason, ok := agreed[e.key()]; ok {
+			e.Reason = reason
+			out.Endpoints = append(out.Endpoints, e)
+		}
+	}
+	return out, nil
+}
+
+// livePods reads the pods currently at the given names from the API server.
+func (c *Collector) livePods(ctx context.Context, names map[podName]bool) ([]corev1.Pod, error) {
+	byNamespace := map[string][]string{}
+	for n := range names {
+		byNamespace[n.namespace] = append(byNamespace[n.namespace], n.name)
+	}
+	var out []corev1.Pod
+	for ns, list := range byNamespace {
+		if len(list) > liveListThreshold {
+			var pods corev1.PodList
+			if err := c.live.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+				return nil, fmt.Errorf("confirm absent pods in namespace %s: %w", ns, err)
+			}
+			for _, p := range pods.Items {
+				if names[podName{ns, p.Name}] {
+					out = append(out, p)
+				}
+			}
+			continue
+		}
+		for _, name := range list {
+			var p corev1.Pod
+			err := c.live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p)
+			switch {
+			case err == nil:
+				out = append(out, p)
+			case !apierrors.IsNotFound(err):
+				return nil, fmt.Errorf("confirm pod %s/%s is absent: %w", ns, name, err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// liveStatefulSets reads the given StatefulSets from the API server.
+func (c *Collector) liveStatefulSets(ctx context.Context, names map[podName]bool) ([]appsv1.StatefulSet, error) {
+	var out []appsv1.StatefulSet
+	for n := range names {
+		var s appsv1.StatefulSet
+		err := c.live.Get(ctx, client.ObjectKey{Namespace: n.namespace, Name: n.name}, &s)
+		switch {
+		case err == nil:
+			out = append(out, s)
+		case !apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("confirm StatefulSet %s/%s: %w", n.namespace, n.name, err)
+		}
+	}
+	return out, nil
+}
+
+// apply deletes the planned endpoints, then removes the planned pool records.
+//
+// Endpoints go first: an endpoint is what lets a recreated StatefulSet pod take
+// addresses over, so once it is gone no node can claim the records this pass releases
+// next. The other order, interrupted between the two writes, would leave an endpoint
+// naming addresses that are free again. If an endpoint changed since the decision (a
+// node took it over), that pod UID's records are left for the next pass.
+func (c *Collector) apply(ctx context.Context, snap Snapshot, plan Plan, res *Result) error {
+	logger := log.FromContext(ctx)
+	var errs []error
+	blocked := map[string]bool{}
+	for _, e := range plan.Endpoints {
+		ep := &v2beta1.SpiderEndpoint{}
+		ep.Namespace, ep.Name = e.Namespace, e.Name
+		err := c.client.Delete(ctx, ep, client.Preconditions{UID: &e.UID, ResourceVersion: &e.ResourceVersion})
+		switch {
+		case err == nil:
+			endpointDeletionsTotal.WithLabelValues(string(e.Reason)).Inc()
+			res.DeletedEndpoints = append(res.DeletedEndpoints, e)
+			logger.Info("deleted endpoint", "endpoint", e.Namespace+"/"+e.Name, "podUID", e.PodUID, "reason", e.Reason)
+		case apierrors.IsNotFound(err):
+			// Already gone (CNI DEL or another pass): nothing left to do.
+		case apierrors.IsConflict(err):
+			blocked[e.PodUID] = true
+			logger.V(1).Info("endpoint changed since the decision; left for the next pass",
+				"endpoint", e.Namespace+"/"+e.Name, "podUID", e.PodUID)
+		default:
+			blocked[e.PodUID] = true
+			errs = append(errs, fmt.Errorf("delete SpiderEndpoint %s/%s of pod UID %s: %w", e.Namespace, e.Name, e.PodUID, err))
+		}
+	}
+
+	byPool := map[string][]Release{}
+	for _, r := range plan.Releases {
+		if !blocked[r.Holder.PodUID] {
+			byPool[r.Pool] = append(byPool[r.Pool], r)
+		}
+	}
+	pools := map[string]*v2beta1.SpiderIPPool{}
+	for i := range snap.Pools {
+		pools[snap.Pools[i].Name] = &snap.Pools[i]
+	}
+	for _, name := range sortedKeys(byPool) {
+		done, err := c.releaseFromPool(ctx, pools[name], byPool[name])
+		for _, r := range done {
+			releasesTotal.WithLabelValues(string(r.Reason)).Inc()
+			res.Released = append(res.Released, r)
+			logger.Info("released address", "pod", r.Holder.Pod, "podUID", r.Holder.PodUID,
+				"interface", r.Holder.Interface, "pool", r.Pool, "address", r.Address, "reason", r.Reason)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// releaseFromPool removes the records from the pool's status with a compare-and-swap
+// write. On a conflict it re-reads the pool and retries only what the pool still
+// records for the same holder: an address another writer released, or released and
+// handed to another pod meanwhile, is left alone. It returns what it removed.
+func (c *Collector) releaseFromPool(ctx context.Context, cached *v2beta1.SpiderIPPool, rels []Release) ([]Release, error) {
+	pool := cached.DeepCopy()
+	var done []Release
+	attempt := 0
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if attempt++; attempt > 1 {
+			writeConflictsTotal.Inc()
+			fresh := &v2beta1.SpiderIPPool{}
+			if err := c.live.Get(ctx, client.ObjectKeyFromObject(cached), fresh); err != nil {
+				return err
+			}
+			pool = fresh
+		}
+		done = stillHeld(pool, rels)
+		if len(done) == 0 {
+			return nil
+		}
+		for _, r := range done {
+			delete(pool.Status.AllocatedIPs, r.Address)
+		}
+		count := int64(len(pool.Status.AllocatedIPs))
+		pool.Status.AllocatedIPCount = &count
+		return c.client.Status().Update(ctx, pool)
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("release %d addresses from SpiderIPPool %s (status.allocatedIPs): %w", len(rels), cached.Name, err)
+	}
+	return done, nil
+}
+
+// stillHeld keeps the releases whose address the pool still records for the same holder.
+func stillHeld(pool *v2beta1.SpiderIPPool, rels []Release) []Release {
+	var out []Release
+	for _, r := range rels {
+		if cur, ok := pool.Status.AllocatedIPs[r.Address]; ok && cur == r.Holder {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,129 @@
+package gc
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// Permissions the garbage collector and the pool finalizer need (leader election's
+// Lease permissions belong to the manager's own role).
+//
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderippools,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderippools/status,verbs=get;update
+// +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderendpoints,verbs=get;list;watch;delete
+
+// SetupWithManager registers the garbage collector and the pool finalizer with mgr.
+// Both run only in the elected leader. The collector reads its snapshot from the
+// manager's cache and confirms absences with the manager's API reader.
+func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	opts = opts.withDefaults()
+	collector := NewCollector(mgr.GetClient(), mgr.GetAPIReader(), opts)
+	if err := setupCollector(mgr, collector, opts); err != nil {
+		return fmt.Errorf("set up nicpool garbage collector: %w", err)
+	}
+	if err := setupPoolFinalizer(mgr); err != nil {
+		return fmt.Errorf("set up nicpool pool finalizer: %w", err)
+	}
+	return nil
+}
+
+// passRequest is the only key of the collector's queue: every trigger asks for the same
+// full pass, so a burst of events collapses into one.
+var passRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "full-pass"}}
+
+type passReconciler struct {
+	collector *Collector
+	interval  time.Duration
+}
+
+// Reconcile runs one full pass and schedules the next: at the periodic interval, or
+// earlier when a terminating pod's grace or a record's minimum age runs out.
+func (r *passReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	res, err := r.collector.Pass(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	after := r.interval
+	if !res.Recheck.IsZero() {
+		// A little past the instant, so that the pass sees it as reached.
+		after = min(after, time.Until(res.Recheck)+100*time.Millisecond)
+	}
+	return reconcile.Result{RequeueAfter: max(after, 100*time.Millisecond)}, nil
+}
+
+func setupCollector(mgr ctrl.Manager, collector *Collector, opts Options) error {
+	soon := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.AddAfter(passRequest, opts.Debounce)
+	}
+	pods := handler.TypedFuncs[*corev1.Pod, reconcile.Request]{
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*corev1.Pod], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if podEnded(e.ObjectOld, e.ObjectNew) {
+				soon(q)
+			}
+		},
+		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*corev1.Pod], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			soon(q)
+		},
+	}
+	sets := handler.TypedFuncs[*appsv1.StatefulSet, reconcile.Request]{
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*appsv1.StatefulSet], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if ordinalsShrank(e.ObjectOld, e.ObjectNew) {
+				soon(q)
+			}
+		},
+		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*appsv1.StatefulSet], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			soon(q)
+		},
+	}
+	// The first pass runs as soon as the controller starts (after leader election);
+	// later ones follow from RequeueAfter and events.
+	start := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		q.Add(passRequest)
+		return nil
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("nicpool-gc").
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Pod{}, pods)).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &appsv1.StatefulSet{}, sets)).
+		WatchesRawSource(start).
+		Complete(&passReconciler{collector: collector, interval: opts.Interval})
+}
+
+// podEnded: the pod just became finished or started terminating.
+func podEnded(old, cur *corev1.Pod) bool {
+	finished := func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	}
+	return (finished(cur) && !finished(old)) || (cur.DeletionTimestamp != nil && old.DeletionTimestamp == nil)
+}
+
+// ordinalsShrank: the StatefulSet gave up some ordinals or started being deleted.
+func ordinalsShrank(old, cur *appsv1.StatefulSet) bool {
+	replicas := func(s *appsv1.StatefulSet) int32 {
+		if s.Spec.Replicas == nil {
+			return 1
+		}
+		return *s.Spec.Replicas
+	}
+	start := func(s *appsv1.StatefulSet) int32 {
+		if s.Spec.Ordinals == nil {
+			return 0
+		}
+		return s.Spec.Ordinals.Start
+	}
+	return replicas(cur) < replicas(old) || start(cur) != start(old) ||
+		(cur.DeletionTimestamp != nil && old.DeletionTimestamp == nil)
+}
