@@ -1,0 +1,358 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go4.org/netipx"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipranges"
+	"github.com/nicpool/nicpool/ipamd/allocator"
+	"github.com/nicpool/nicpool/ipamd/metrics"
+)
+
+// ErrPoolTerminating refuses allocations from a pool that is being deleted.
+var ErrPoolTerminating = errors.New("pool is being deleted")
+
+// ErrPoolDisabled refuses allocations from a pool with spec.disable: true.
+var ErrPoolDisabled = errors.New("pool is disabled")
+
+// maxAttempts bounds the writes of one batch; each conflict means another writer made
+// progress, so a batch that loses this often is starved rather than wrong.
+const maxAttempts = 64
+
+// Committer serialises the writes of each pool: at most one status write per pool is in
+// flight from this process, and requests arriving meanwhile form the next batch.
+type Committer struct {
+	// Cache serves pools and reserved IPs (an informer cache).
+	Cache client.Reader
+	// Writer updates pool status.
+	Writer client.Client
+	// Fresh reads a pool from the API server after a conflict (no cache).
+	Fresh client.Reader
+	Log   logr.Logger
+
+	mu    sync.Mutex
+	pools map[string]*poolQueue
+}
+
+type poolQueue struct {
+	mu      sync.Mutex
+	pending []*request
+	running bool
+	// latest is the newest copy of the pool this process has seen: the object it last
+	// wrote or re-read. The cache lags behind our own writes; this does not.
+	latest *v2beta1.SpiderIPPool
+}
+
+type request struct {
+	ctx  context.Context
+	ops  []allocator.Op
+	done chan outcome
+}
+
+type outcome struct {
+	results []allocator.Result
+	err     error
+}
+
+// NewCommitter returns a committer reading from cache and writing with c. fresh is
+// used for the single re-read after a conflict.
+func NewCommitter(cache client.Reader, c client.Client, fresh client.Reader, log logr.Logger) *Committer {
+	return &Committer{Cache: cache, Writer: c, Fresh: fresh, Log: log, pools: map[string]*poolQueue{}}
+}
+
+// Do applies ops to the pool in one of its next writes and returns one result per op.
+// The error is for the whole request (pool missing, API unreachable, ctx done); per-op
+// failures such as exhaustion are in the results. When ctx ends while a write is in
+// flight, the write may still land: callers repair that on the next ADD or DEL, which
+// are idempotent by owner.
+func (c *Committer) Do(ctx context.Context, pool string, ops ...allocator.Op) ([]allocator.Result, error) {
+	req := &request{ctx: ctx, ops: ops, done: make(chan outcome, 1)}
+	q := c.queue(pool)
+	q.mu.Lock()
+	q.pending = append(q.pending, req)
+	start := !q.running
+	q.running = true
+	q.mu.Unlock()
+	if start {
+		go c.flush(pool, q)
+	}
+	select {
+	case out := <-req.done:
+		return out.results, out.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Latest returns the newest copy of a pool known to this process: the cached one, or
+// the one this committer last wrote or read when that is newer. Do not modify it.
+func (c *Committer) Latest(ctx context.Context, pool string) (*v2beta1.SpiderIPPool, error) {
+	q := c.queue(pool)
+	q.mu.Lock()
+	latest := q.latest
+	q.mu.Unlock()
+	cached := &v2beta1.SpiderIPPool{}
+	err := c.Cache.Get(ctx, client.ObjectKey{Name: pool}, cached)
+	switch {
+	case apierrors.IsNotFound(err):
+		if latest == nil {
+			return nil, err
+		}
+		return latest, nil
+	case err != nil:
+		return nil, err
+	}
+	if latest != nil && newer(latest, cached) {
+		return latest, nil
+	}
+	return cached, nil
+}
+
+func (c *Committer) queue(pool string) *poolQueue {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := c.pools[pool]
+	if q == nil {
+		q = &poolQueue{}
+		c.pools[pool] = q
+	}
+	return q
+}
+
+// flush writes batches until the queue is empty.
+func (c *Committer) flush(pool string, q *poolQueue) {
+	for {
+		q.mu.Lock()
+		batch := q.pending
+		q.pending = nil
+		if len(batch) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		c.commit(pool, q, batch)
+	}
+}
+
+// commit writes one batch, re-reading and retrying on conflict. Requests that arrive
+// while a retry is pending join it: they are just as pending.
+func (c *Committer) commit(pool string, q *poolQueue, batch []*request) {
+	ctx := context.Background()
+	fail := func(reqs []*request, err error) {
+		for _, r := range reqs {
+			r.done <- outcome{err: err}
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		batch = live(batch)
+		if len(batch) == 0 {
+			return
+		}
+		cur, err := c.Latest(ctx, pool)
+		if err != nil {
+			fail(batch, fmt.Errorf("read pool %s: %w", pool, err))
+			return
+		}
+		obj := cur.DeepCopy()
+		results, changed, err := c.apply(ctx, obj, batch)
+		if err != nil {
+			fail(batch, err)
+			return
+		}
+		if !changed {
+			deliver(batch, results)
+			return
+		}
+		nops := 0
+		for _, r := range batch {
+			nops += len(r.ops)
+		}
+		err = c.Writer.Status().Update(ctx, obj)
+		switch {
+		case err == nil:
+			metrics.PoolWrites.WithLabelValues(pool, "ok").Inc()
+			metrics.OpsPerWrite.Observe(float64(nops))
+			q.mu.Lock()
+			q.latest = obj
+			q.mu.Unlock()
+			deliver(batch, results)
+			return
+		case apierrors.IsConflict(err) && attempt < maxAttempts:
+			metrics.PoolWrites.WithLabelValues(pool, "conflict").Inc()
+			metrics.WriteConflicts.WithLabelValues(pool).Inc()
+			fresh := &v2beta1.SpiderIPPool{}
+			if gerr := c.Fresh.Get(ctx, client.ObjectKey{Name: pool}, fresh); gerr != nil {
+				fail(batch, fmt.Errorf("re-read pool %s after a write conflict: %w", pool, gerr))
+				return
+			}
+			q.mu.Lock()
+			q.latest = fresh
+			// Requests that queued meanwhile go out in this retry.
+			batch = append(batch, q.pending...)
+			q.pending = nil
+			q.mu.Unlock()
+		case apierrors.IsNotFound(err):
+			fail(batch, fmt.Errorf("pool %s: %w", pool, err))
+			return
+		default:
+			metrics.PoolWrites.WithLabelValues(pool, "error").Inc()
+			if attempt < 5 && (apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err)) {
+				time.Sleep(time.Duration(attempt) * 100 * time.Millisecond) // back off before retrying an overloaded server
+				continue
+			}
+			fail(batch, fmt.Errorf("write status of pool %s: %w", pool, err))
+			return
+		}
+	}
+}
+
+// apply runs every request's ops on obj's status and splits the results by request.
+func (c *Committer) apply(ctx context.Context, obj *v2beta1.SpiderIPPool, batch []*request) ([][]allocator.Result, bool, error) {
+	reserved, err := ReservedSet(ctx, c.Cache)
+	if err != nil {
+		return nil, false, fmt.Errorf("read SpiderReservedIPs: %w", err)
+	}
+	rng, err := allocator.NewRange(obj, reserved)
+	if err != nil {
+		return nil, false, err
+	}
+	var ops []allocator.Op
+	for _, r := range batch {
+		ops = append(ops, r.ops...)
+	}
+	// A terminating or disabled pool hands out nothing new, but releases still go through.
+	var refuse error
+	switch {
+	case obj.DeletionTimestamp != nil:
+		refuse = fmt.Errorf("allocate from pool %s: %w", obj.Name, ErrPoolTerminating)
+	case obj.Spec.Disable != nil && *obj.Spec.Disable:
+		refuse = fmt.Errorf("allocate from pool %s: %w", obj.Name, ErrPoolDisabled)
+	}
+	var refused []int
+	if refuse != nil {
+		for i := range ops {
+			if ops[i].Kind == allocator.Allocate {
+				if _, ok := allocator.Held(&obj.Status, ops[i].Owner); !ok {
+					refused = append(refused, i)
+					ops[i].Kind = allocator.Release // a no-op stand-in: owner holds nothing here
+				}
+			}
+		}
+	}
+	flat, changed := allocator.Apply(rng, &obj.Status, ops)
+	for _, i := range refused {
+		flat[i] = allocator.Result{Err: refuse}
+	}
+	for _, res := range flat {
+		if errors.Is(res.Err, allocator.ErrExhausted) {
+			metrics.Exhausted.WithLabelValues(obj.Name).Inc()
+		}
+	}
+	out := make([][]allocator.Result, len(batch))
+	for i, r := range batch {
+		out[i], flat = flat[:len(r.ops)], flat[len(r.ops):]
+	}
+	return out, changed, nil
+}
+
+func deliver(batch []*request, results [][]allocator.Result) {
+	for i, r := range batch {
+		r.done <- outcome{results: results[i]}
+	}
+}
+
+// live drops requests whose caller has gone: nothing is written for them.
+func live(batch []*request) []*request {
+	out := batch[:0]
+	for _, r := range batch {
+		if r.ctx.Err() != nil {
+			r.done <- outcome{err: r.ctx.Err()}
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// newer reports whether a has a later resourceVersion than b. resourceVersions are
+// opaque to clients, but etcd's are integers; when either is not, a is not newer and
+// the cache wins (a conflict then corrects any mistake).
+func newer(a, b *v2beta1.SpiderIPPool) bool {
+	ra, ea := strconv.ParseUint(a.ResourceVersion, 10, 64)
+	rb, eb := strconv.ParseUint(b.ResourceVersion, 10, 64)
+	return ea == nil && eb == nil && ra > rb
+}
+
+// ReservedSet is the union of every SpiderReservedIP's addresses.
+func ReservedSet(ctx context.Context, r client.Reader) (*netipx.IPSet, error) {
+	var list v2beta1.SpiderReservedIPList
+	if err := r.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	var b netipx.IPSetBuilder
+	for _, rip := range list.Items {
+		for _, s := range rip.Spec.IPs {
+			// The webhook validates these; an invalid one withholds nothing.
+			if r, err := ipranges.ParseRange(s, field.NewPath("spec", "ips")); err == nil {
+				b.AddRange(r)
+			}
+		}
+	}
+	return b.IPSet()
+}
+
+// Release removes addrs (all of owner's records when addrs is empty) from a pool
+// through the group committer, and returns what was removed. Records of any other
+// owner are left alone, so a release racing with a reallocation never frees an
+// address someone else now holds.
+func (c *Committer) Release(ctx context.Context, pool string, owner allocator.Owner, addrs ...netip.Addr) ([]netip.Addr, error) {
+	res, err := c.Do(ctx, pool, allocator.Op{Kind: allocator.Release, Owner: owner, Addrs: addrs})
+	if err != nil {
+		if apierrors.IsNotFound(errors.Unwrap(err)) || apierrors.IsNotFound(err) {
+			return nil, nil // a deleted pool holds nothing
+		}
+		return nil, err
+	}
+	return res[0].Changed, res[0].Err
+}
+
+// ReleaseDirect is Release for callers without a committer (the garbage collector): it
+// reads the pool from the API server and writes its status with compare-and-swap,
+// re-reading on conflict. Idempotent: releasing what is not held succeeds.
+func ReleaseDirect(ctx context.Context, c client.Client, pool string, owner allocator.Owner, addrs ...netip.Addr) ([]netip.Addr, error) {
+	var released []netip.Addr
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj := &v2beta1.SpiderIPPool{}
+		if err := c.Get(ctx, client.ObjectKey{Name: pool}, obj); err != nil {
+			return err
+		}
+		rng, err := allocator.NewRange(obj, nil)
+		if err != nil {
+			return err
+		}
+		res, changed := allocator.Apply(rng, &obj.Status, []allocator.Op{{Kind: allocator.Release, Owner: owner, Addrs: addrs}})
+		released = res[0].Changed
+		if !changed {
+			return nil
+		}
+		return c.Status().Update(ctx, obj)
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return released, err
+}
