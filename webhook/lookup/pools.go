@@ -1,0 +1,178 @@
+package lookup
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+)
+
+// Pool is what admission needs to know of a SpiderIPPool. It is never modified after
+// NewPool returns, so readers may keep it.
+type Pool struct {
+	Name string
+	// Family is 4 or 6: spec.ipVersion, else the family of spec.subnet; 0 when neither
+	// says.
+	Family      int64
+	Subnet      string
+	Disabled    bool
+	Terminating bool
+	// NamespaceNames is spec.namespaceName; empty admits every namespace.
+	NamespaceNames []string
+	// NamespaceSelector is spec.namespaceAffinity compiled; nil admits every namespace.
+	NamespaceSelector labels.Selector
+	// PodSelector is spec.podAffinity compiled; nil admits every pod.
+	PodSelector labels.Selector
+	// SelectorError is set when an affinity does not compile: the pool admits no pod.
+	SelectorError string
+
+	generation int64
+}
+
+// NewPool extracts the admission view of a pool.
+func NewPool(p *v2beta1.SpiderIPPool) *Pool {
+	out := &Pool{
+		Name:           p.Name,
+		Subnet:         p.Spec.Subnet,
+		Disabled:       p.Spec.Disable != nil && *p.Spec.Disable,
+		Terminating:    p.DeletionTimestamp != nil,
+		NamespaceNames: p.Spec.NamespaceName,
+		generation:     p.Generation,
+	}
+	switch {
+	case p.Spec.IPVersion != nil:
+		out.Family = *p.Spec.IPVersion
+	default:
+		if pfx, err := netip.ParsePrefix(p.Spec.Subnet); err == nil {
+			out.Family = v2beta1.IPv4
+			if !pfx.Addr().Is4() {
+				out.Family = v2beta1.IPv6
+			}
+		}
+	}
+	var err error
+	if out.NamespaceSelector, err = selector(p.Spec.NamespaceAffinity); err != nil {
+		out.SelectorError = "spec.namespaceAffinity: " + err.Error()
+	}
+	if out.PodSelector, err = selector(p.Spec.PodAffinity); err != nil {
+		out.SelectorError = "spec.podAffinity: " + err.Error()
+	}
+	return out
+}
+
+func selector(s *metav1.LabelSelector) (labels.Selector, error) {
+	if s == nil {
+		return nil, nil
+	}
+	return metav1.LabelSelectorAsSelector(s)
+}
+
+// AdmitsNamespace reports whether spec.namespaceName admits the namespace.
+func (p *Pool) AdmitsNamespace(ns string) bool {
+	return len(p.NamespaceNames) == 0 || slices.Contains(p.NamespaceNames, ns)
+}
+
+// Pools is the admission view of every SpiderIPPool, by name.
+type Pools struct {
+	view[*Pool]
+	names []string // sorted; guarded by view.mu
+	live  client.Reader
+}
+
+// NewPools returns an empty view. live, when not nil, is read on a miss: a pool
+// created a moment ago may not have reached the informer yet, and a miss is the rare
+// (deny) path, so the extra read does not touch the hot path.
+func NewPools(live client.Reader) *Pools {
+	return &Pools{view: newView[*Pool](), live: live}
+}
+
+// Register feeds the view from the cache's SpiderIPPool informer.
+func (v *Pools) Register(ctx context.Context, informers cache.Informers) error {
+	synced, err := watch(ctx, informers, &v2beta1.SpiderIPPool{}, v.Set, v.Delete)
+	v.synced = synced
+	return err
+}
+
+// Set adds or replaces a pool. Status-only updates (the frequent kind: every
+// allocation writes the status) leave the view untouched.
+func (v *Pools) Set(p *v2beta1.SpiderIPPool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old, ok := v.m[p.Name]
+	if ok && old.generation == p.Generation && old.generation != 0 && old.Terminating == (p.DeletionTimestamp != nil) {
+		return
+	}
+	v.m[p.Name] = NewPool(p)
+	if !ok {
+		i := sort.SearchStrings(v.names, p.Name)
+		v.names = slices.Insert(v.names, i, p.Name)
+	}
+}
+
+// Delete removes a pool.
+func (v *Pools) Delete(name string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.m[name]; !ok {
+		return
+	}
+	delete(v.m, name)
+	if i, found := slices.BinarySearch(v.names, name); found {
+		v.names = slices.Delete(v.names, i, i+1)
+	}
+}
+
+// Get returns the pool of that name, or nil when there is none.
+func (v *Pools) Get(ctx context.Context, name string) (*Pool, error) {
+	if p, ok := v.get(name); ok {
+		return p, nil
+	}
+	if v.live == nil {
+		return nil, nil
+	}
+	obj := &v2beta1.SpiderIPPool{}
+	if err := v.live.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return NewPool(obj), nil
+}
+
+// Range calls fn for every pool in name order until fn returns false.
+func (v *Pools) Range(fn func(*Pool) bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for _, n := range v.names {
+		if !fn(v.m[n]) {
+			return
+		}
+	}
+}
+
+// List reads every pool from the API server, bypassing the view: for the rare case
+// where the view finds nothing and a pool may have been created a moment ago.
+func (v *Pools) List(ctx context.Context) ([]*Pool, error) {
+	if v.live == nil {
+		return nil, nil
+	}
+	var list v2beta1.SpiderIPPoolList
+	if err := v.live.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	out := make([]*Pool, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, NewPool(&list.Items[i]))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}

@@ -1,0 +1,154 @@
+package pod
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/webhook/lookup"
+)
+
+// Pod is the part of a pod that admission reads.
+type Pod struct {
+	// Namespace is the namespace of the request (a new pod's metadata may omit it).
+	Namespace       string
+	Name            string
+	Labels          map[string]string
+	Annotations     map[string]string
+	OwnerReferences []metav1.OwnerReference
+}
+
+// Annotation is one annotation to set.
+type Annotation struct {
+	Key, Value string
+}
+
+// Decision is the outcome of admitting a pod. A pod is denied when Errs is not
+// empty or Retry is set; otherwise Set and Remove are the changes to its annotations
+// (none on a pod that already went through admission).
+type Decision struct {
+	Set      []Annotation
+	Remove   []string
+	Warnings []string
+	// Errs are the reasons for a denial, each naming the annotation at fault.
+	Errs field.ErrorList
+	// Retry, when set, denies the pod for a reason that goes away by itself (its
+	// SpiderEndpoint is being deleted); controllers retry the create.
+	Retry string
+}
+
+// Denied reports whether the pod is refused.
+func (d *Decision) Denied() bool { return len(d.Errs) > 0 || d.Retry != "" }
+
+// Changed reports whether the pod's annotations change.
+func (d *Decision) Changed() bool { return len(d.Set) > 0 || len(d.Remove) > 0 }
+
+// Admission decides pod admission from the views of pools, namespaces and endpoints.
+// It has no side effects, so dry-run requests need no special care.
+type Admission struct {
+	Pools      *lookup.Pools
+	Namespaces *lookup.Namespaces
+	Endpoints  *lookup.Endpoints
+}
+
+// New returns an Admission reading views.
+func New(v *lookup.Views) *Admission {
+	return &Admission{Pools: v.Pools, Namespaces: v.Namespaces, Endpoints: v.Endpoints}
+}
+
+// Decide admits a pod being created. Calling it again on a pod with its decision
+// applied yields a decision with no changes.
+func (a *Admission) Decide(ctx context.Context, pod *Pod) Decision {
+	var d Decision
+	a.resolveSelections(ctx, pod, &d)
+	if len(d.Errs) > 0 {
+		return d
+	}
+	a.stampEndpoint(pod, &d)
+	return d
+}
+
+// resolveSelections rewrites ipam.spidernet.io/ippools (or turns ippool into it) so
+// that every entry names a concrete interface and concrete, usable pools.
+func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision) {
+	multi, hasMulti := pod.Annotations[annotations.IPPools]
+	single, hasSingle := pod.Annotations[annotations.IPPool]
+	var sel []annotations.PoolSelection
+	var base []*field.Path // the annotation path each entry's errors name
+	switch {
+	case hasMulti:
+		parsed, errs := annotations.ParsePoolSelections(multi)
+		if len(errs) > 0 {
+			d.Errs = errs
+			return
+		}
+		ifs, errs := annotations.PodInterfaces(pod.Annotations, pod.Namespace)
+		if len(errs) > 0 {
+			d.Errs = errs
+			return
+		}
+		if sel, errs = annotations.Resolve(parsed, ifs); len(errs) > 0 {
+			d.Errs = errs
+			return
+		}
+		p := annotations.Path(annotations.IPPools)
+		base = make([]*field.Path, len(sel))
+		for i := range sel {
+			base[i] = p.Index(i)
+		}
+		if hasSingle {
+			d.Warnings = append(d.Warnings, annotations.IPPool+" is ignored and removed because "+annotations.IPPools+" is set; keep only "+annotations.IPPools)
+		}
+	case hasSingle:
+		s, errs := annotations.ParseSinglePoolSelection(single)
+		if len(errs) > 0 {
+			d.Errs = errs
+			return
+		}
+		sel = []annotations.PoolSelection{{Interface: annotations.DefaultInterface, IPv4: s.IPv4, IPv6: s.IPv6, CleanGateway: s.CleanGateway}}
+		base = []*field.Path{annotations.Path(annotations.IPPool)}
+	default:
+		return
+	}
+	ns := namespaceLabels{name: pod.Namespace, view: a.Namespaces}
+	podLabels := labels.Set(pod.Labels)
+	for i := range sel {
+		var errs field.ErrorList
+		sel[i].IPv4, errs = a.resolvePools(ctx, sel[i].IPv4, ipv4, base[i].Child("ipv4"), &ns, podLabels)
+		d.Errs = append(d.Errs, errs...)
+		sel[i].IPv6, errs = a.resolvePools(ctx, sel[i].IPv6, ipv6, base[i].Child("ipv6"), &ns, podLabels)
+		d.Errs = append(d.Errs, errs...)
+	}
+	if len(d.Errs) > 0 {
+		return
+	}
+	if resolved := annotations.Marshal(sel); !hasMulti || resolved != multi {
+		d.Set = append(d.Set, Annotation{Key: annotations.IPPools, Value: resolved})
+	}
+	if hasSingle {
+		d.Remove = append(d.Remove, annotations.IPPool)
+	}
+}
+
+// namespaceLabels reads the pod namespace's labels once, when a pool first needs them.
+type namespaceLabels struct {
+	name   string
+	view   *lookup.Namespaces
+	loaded bool
+	set    labels.Set
+	found  bool
+	err    error
+}
+
+func (n *namespaceLabels) get(ctx context.Context) (labels.Set, bool, error) {
+	if !n.loaded {
+		n.loaded = true
+		if n.view != nil {
+			n.set, n.found, n.err = n.view.Labels(ctx, n.name)
+		}
+	}
+	return n.set, n.found, n.err
+}

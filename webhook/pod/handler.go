@@ -1,0 +1,158 @@
+package pod
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// Mode says which of the two pod webhooks a Handler serves.
+type Mode int
+
+const (
+	// Mutate resolves the pod's selections and stamps StatefulSet pods.
+	Mutate Mode = iota
+	// Validate refuses a pod whose selections are not resolved: the last word after
+	// every mutating webhook (ours included) has run.
+	Validate
+)
+
+// Handler serves one pod webhook. It decodes only the pod's metadata and answers
+// with a JSON patch of the annotations, so the cost of a request is the decision.
+type Handler struct {
+	Admission *Admission
+	Mode      Mode
+	// Ready reports whether the views are synced; until then requests fail with 503
+	// (and the API server retries or fails the create) instead of being denied for
+	// pools the views have not seen yet. Nil means always ready.
+	Ready func() bool
+}
+
+var _ admission.Handler = &Handler{}
+
+var podKind = schema.GroupKind{Kind: "Pod"}
+
+// podMeta is the part of a Pod's JSON the decision reads.
+type podMeta struct {
+	Metadata struct {
+		Name            string                  `json:"name"`
+		GenerateName    string                  `json:"generateName"`
+		Namespace       string                  `json:"namespace"`
+		Labels          map[string]string       `json:"labels"`
+		Annotations     map[string]string       `json:"annotations"`
+		OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+	} `json:"metadata"`
+}
+
+// Handle implements admission.Handler.
+func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create || req.SubResource != "" || req.Kind.Kind != "Pod" || req.Kind.Group != "" {
+		return admission.Allowed("")
+	}
+	if h.Ready != nil && !h.Ready() {
+		return admission.Errored(http.StatusServiceUnavailable, errNotReady)
+	}
+	var m podMeta
+	if err := json.Unmarshal(req.Object.Raw, &m); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	pod := &Pod{
+		Namespace:       req.Namespace,
+		Name:            m.Metadata.Name,
+		Labels:          m.Metadata.Labels,
+		Annotations:     m.Metadata.Annotations,
+		OwnerReferences: m.Metadata.OwnerReferences,
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = m.Metadata.Namespace
+	}
+	name := pod.Name
+	if name == "" {
+		name = m.Metadata.GenerateName + "*"
+	}
+	d := h.Admission.Decide(ctx, pod)
+	log := logf.FromContext(ctx).WithValues("pod", pod.Namespace+"/"+name, "dryRun", req.DryRun != nil && *req.DryRun)
+	if h.Mode == Validate {
+		unresolved(pod, &d)
+	}
+	switch {
+	case d.Retry != "":
+		log.Info("pod denied, retryable", "reason", d.Retry)
+		return denied(metav1.Status{Status: metav1.StatusFailure, Code: http.StatusConflict, Reason: metav1.StatusReasonConflict, Message: d.Retry}, d.Warnings)
+	case len(d.Errs) > 0:
+		err := apierrors.NewInvalid(podKind, name, d.Errs)
+		log.Info("pod denied", "reason", err.ErrStatus.Message)
+		return denied(err.ErrStatus, d.Warnings)
+	case h.Mode == Validate || !d.Changed():
+		return admission.Allowed("").WithWarnings(d.Warnings...)
+	}
+	log.V(1).Info("pod resolved", "set", d.Set, "remove", d.Remove)
+	return admission.Response{
+		Patches:           patch(m.Metadata.Annotations != nil, &d),
+		AdmissionResponse: admissionv1.AdmissionResponse{Allowed: true, Warnings: d.Warnings},
+	}
+}
+
+type notReady struct{}
+
+func (notReady) Error() string {
+	return "nicpool webhook is starting: its views of pools and endpoints are not synced yet; retry"
+}
+
+var errNotReady error = notReady{}
+
+// unresolved turns what a mutation would still change into a denial: the pod reached
+// the validating webhook without (or after undoing) the mutating one.
+func unresolved(pod *Pod, d *Decision) {
+	if d.Denied() || !d.Changed() {
+		return
+	}
+	keys := make([]string, 0, len(d.Set)+len(d.Remove))
+	for _, s := range d.Set {
+		keys = append(keys, s.Key)
+	}
+	keys = append(keys, d.Remove...)
+	d.Errs = field.ErrorList{field.Invalid(field.NewPath("metadata", "annotations"), strings.Join(keys, ", "),
+		"not as nicpool's mutating webhook leaves them (every ippools entry names its interface and concrete pools; no ippool; the endpoint stamp of a StatefulSet pod): check that nicpool's MutatingWebhookConfiguration is installed and that no later webhook rewrites these annotations")}
+	d.Set, d.Remove = nil, nil
+}
+
+func denied(s metav1.Status, warnings []string) admission.Response {
+	s.Status = metav1.StatusFailure
+	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &s, Warnings: warnings}}
+}
+
+// patch turns the decision into JSON patch operations on metadata.annotations.
+func patch(hasAnnotations bool, d *Decision) []jsonpatch.JsonPatchOperation {
+	if !hasAnnotations {
+		m := make(map[string]string, len(d.Set))
+		for _, s := range d.Set {
+			m[s.Key] = s.Value
+		}
+		return []jsonpatch.JsonPatchOperation{{Operation: "add", Path: "/metadata/annotations", Value: m}}
+	}
+	ops := make([]jsonpatch.JsonPatchOperation, 0, len(d.Set)+len(d.Remove))
+	for _, s := range d.Set {
+		ops = append(ops, jsonpatch.JsonPatchOperation{Operation: "add", Path: annotationPointer(s.Key), Value: s.Value})
+	}
+	for _, k := range d.Remove {
+		ops = append(ops, jsonpatch.JsonPatchOperation{Operation: "remove", Path: annotationPointer(k)})
+	}
+	return ops
+}
+
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+func annotationPointer(key string) string {
+	return "/metadata/annotations/" + pointerEscaper.Replace(key)
+}
