@@ -14,6 +14,7 @@ import (
 // +kubebuilder:printcolumn:name="IPV4",type=string,JSONPath=`.status.current.ips[*].ipv4`
 // +kubebuilder:printcolumn:name="IPV6",type=string,JSONPath=`.status.current.ips[*].ipv6`
 // +kubebuilder:printcolumn:name="NODE",type=string,JSONPath=`.status.current.node`
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 type SpiderEndpoint struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

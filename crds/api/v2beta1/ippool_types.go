@@ -26,6 +26,7 @@ const PoolFinalizer = "spiderpool.spidernet.io"
 // +kubebuilder:printcolumn:name="TOTAL-IP-COUNT",type=integer,JSONPath=`.status.totalIPCount`
 // +kubebuilder:printcolumn:name="DEFAULT",type=boolean,JSONPath=`.spec.default`
 // +kubebuilder:printcolumn:name="DISABLE",type=boolean,JSONPath=`.spec.disable`
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 type SpiderIPPool struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
