@@ -1,0 +1,122 @@
+package selection
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/api"
+)
+
+func mkPool(name, subnet string, mod ...func(*v2beta1.SpiderIPPool)) v2beta1.SpiderIPPool {
+	p := v2beta1.SpiderIPPool{}
+	p.Name, p.Spec.Subnet = name, subnet
+	for _, m := range mod {
+		m(&p)
+	}
+	return p
+}
+
+func isDefault(p *v2beta1.SpiderIPPool) { t := true; p.Spec.Default = &t }
+
+func TestChoose(t *testing.T) {
+	pools := []v2beta1.SpiderIPPool{
+		mkPool("v4-b", "10.2.0.0/16", isDefault), mkPool("v4-a", "10.1.0.0/16", isDefault),
+		mkPool("v6-a", "fd00:1::/64", isDefault), mkPool("blue-1", "10.3.0.0/16"), mkPool("blue-2", "10.4.0.0/16"),
+	}
+	pod := func(ann map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Annotations: ann}}
+	}
+	nsWith := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Annotations: map[string]string{
+		"ipam.spidernet.io/default-ipv4-ippool": `["ns-v4"]`}}}
+	tests := []struct {
+		name    string
+		pod     *corev1.Pod
+		ns      *corev1.Namespace
+		iface   string
+		net     api.NetworkConfig
+		want    Choice
+		wantErr string
+	}{
+		{name: "resolved entry for the interface", iface: "net1",
+			pod:  pod(map[string]string{"k8s.v1.cni.cncf.io/networks": "macvlan", "ipam.spidernet.io/ippools": `[{"interface":"eth0","ipv4":["v4-a"]},{"interface":"net1","ipv4":["blue-*"],"ipv6":["v6-a"],"cleangateway":true}]`}),
+			want: Choice{Interface: "net1", IPv4: []string{"blue-1", "blue-2"}, IPv6: []string{"v6-a"}, CleanGateway: true, Source: SourcePod}},
+		{name: "unnamed entries map by position", iface: "net1",
+			pod:  pod(map[string]string{"k8s.v1.cni.cncf.io/networks": "macvlan", "ipam.spidernet.io/ippools": `[{"ipv4":["v4-a"]},{"ipv4":["blue-1"]}]`}),
+			want: Choice{Interface: "net1", IPv4: []string{"blue-1"}, Source: SourcePod}},
+		{name: "single-NIC annotation applies to eth0", iface: "eth0",
+			pod:  pod(map[string]string{"ipam.spidernet.io/ippool": `{"ipv4":["blue-2"]}`}),
+			want: Choice{Interface: "eth0", IPv4: []string{"blue-2"}, Source: SourcePodSingle}},
+		{name: "namespace defaults", iface: "eth0", pod: pod(nil), ns: nsWith,
+			want: Choice{Interface: "eth0", IPv4: []string{"ns-v4"}, Source: SourceNamespace}},
+		{name: "network defaults", iface: "eth0", pod: pod(nil), net: api.NetworkConfig{DefaultIPv6Pools: []string{"v6-a"}, CleanGateway: true},
+			want: Choice{Interface: "eth0", IPv6: []string{"v6-a"}, CleanGateway: true, Source: SourceNetwork}},
+		{name: "cluster defaults, dual stack, sorted", iface: "eth0", pod: pod(nil),
+			want: Choice{Interface: "eth0", IPv4: []string{"v4-a", "v4-b"}, IPv6: []string{"v6-a"}, Source: SourceCluster}},
+		{name: "malformed annotation names it", iface: "eth0", pod: pod(map[string]string{"ipam.spidernet.io/ippools": `{`}),
+			wantErr: "ipam.spidernet.io/ippools"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Choose(tt.pod, tt.ns, tt.iface, tt.net, pools)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one naming %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got.IPv4, ",") != strings.Join(tt.want.IPv4, ",") || strings.Join(got.IPv6, ",") != strings.Join(tt.want.IPv6, ",") ||
+				got.CleanGateway != tt.want.CleanGateway || got.Source != tt.want.Source || got.Interface != tt.want.Interface {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestEligible(t *testing.T) {
+	yes := true
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Labels: map[string]string{"app": "db"}}}
+	target := Target{Pod: pod, NodeName: "n1", Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": "a"}}},
+		Namespace: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{"team": "x"}}},
+		Networks:  []string{"kube-system/macvlan", "macvlan-conf"}}
+	sel := func(k, v string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
+	}
+	tests := []struct {
+		name string
+		mod  func(*v2beta1.SpiderIPPool)
+		ok   bool
+		msg  string
+	}{
+		{name: "plain pool", mod: func(*v2beta1.SpiderIPPool) {}, ok: true},
+		{name: "disabled", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.Disable = &yes }, msg: "spec.disable"},
+		{name: "terminating", mod: func(p *v2beta1.SpiderIPPool) { now := metav1.NewTime(time.Now()); p.DeletionTimestamp = &now }, msg: "being deleted"},
+		{name: "nodeName includes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NodeName = []string{"n0", "n1"} }, ok: true},
+		{name: "nodeName excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NodeName = []string{"n0"} }, msg: "spec.nodeName"},
+		{name: "nodeAffinity excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NodeAffinity = sel("zone", "b") }, msg: "spec.nodeAffinity"},
+		{name: "nodeAffinity selects", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NodeAffinity = sel("zone", "a") }, ok: true},
+		{name: "namespaceName excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NamespaceName = []string{"other"} }, msg: "spec.namespaceName"},
+		{name: "namespaceAffinity excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NamespaceAffinity = sel("team", "y") }, msg: "spec.namespaceAffinity"},
+		{name: "podAffinity excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.PodAffinity = sel("app", "web") }, msg: "spec.podAffinity"},
+		{name: "podAffinity selects", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.PodAffinity = sel("app", "db") }, ok: true},
+		{name: "multusName with namespace", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"kube-system/macvlan"} }, ok: true},
+		{name: "multusName bare", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"macvlan-conf"} }, ok: true},
+		{name: "multusName excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"kube-system/ipvlan"} }, msg: "spec.multusName"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mkPool("pool", "10.1.0.0/16", tt.mod)
+			err := Eligible(&p, target)
+			if tt.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.msg)) {
+				t.Errorf("Eligible = %v, want ok=%v msg %q", err, tt.ok, tt.msg)
+			}
+		})
+	}
+}
