@@ -138,7 +138,7 @@ func PodInterfaces(podAnnotations map[string]string, podNamespace string) ([]Int
 			name = fmt.Sprintf("net%d", pos)
 		}
 		if prev, dup := seen[name]; dup {
-			errs = append(errs, field.Duplicate(path.Index(i), fmt.Sprintf("interface %q of network %s/%s is already used by %s; give one of them another name with @ifname or \"interface\"", name, s.Namespace, s.Name, describe(ifs[prev]))))
+			errs = append(errs, field.Invalid(path.Index(i), s.Name, fmt.Sprintf("interface %q of network %s/%s is already used by %s; give one of them another name with @ifname or \"interface\"", name, s.Namespace, s.Name, describe(ifs[prev]))))
 			continue
 		}
 		seen[name] = len(ifs)

@@ -63,7 +63,7 @@ func ParsePoolSelections(value string) ([]PoolSelection, field.ErrorList) {
 			continue
 		}
 		if prev, dup := seen[s.Interface]; dup {
-			errs = append(errs, field.Duplicate(ip.Child("interface"), fmt.Sprintf("interface %q is already selected by entry %d; each interface may appear once", s.Interface, prev)))
+			errs = append(errs, field.Invalid(ip.Child("interface"), s.Interface, fmt.Sprintf("duplicate: entry %d already selects this interface; each interface may appear once", prev)))
 			continue
 		}
 		seen[s.Interface] = i
