@@ -1,4 +1,6 @@
-// Command nicpool-local runs nicpool on this machine without Docker (`make run`).
+// Command nicpool-local runs nicpool on this machine without Docker: `run` stays in
+// the foreground until interrupted (`make run`), `up` starts the same in the
+// background and returns once it is ready (`make up`), `down` stops it (`make down`).
 package main
 
 import (
@@ -9,49 +11,50 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
-
-	"github.com/nicpool/nicpool/e2e/local"
 )
 
 func main() {
-	state := flag.String("state-dir", ".local", "where the kubeconfig and local state are written")
+	state := flag.String("state-dir", ".local", "where the kubeconfig, logs and local state are written")
+	nodes := flag.Int("nodes", 3, "number of node stand-ins")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: %s run [flags]\n\nStarts the local control plane with nicpool and stays up until interrupted.\n\n", filepath.Base(os.Args[0]))
+		fmt.Fprintf(os.Stderr, `usage: %s run|up|down [flags]
+
+  run   start the local cluster with nicpool and the examples; Ctrl-C stops it
+  up    the same in the background; returns when it is ready
+  down  stop what up started
+
+`, filepath.Base(os.Args[0]))
 		flag.PrintDefaults()
 	}
-	if len(os.Args) < 2 || os.Args[1] != "run" {
+	if len(os.Args) < 2 {
 		flag.Usage()
 		os.Exit(2)
 	}
+	verb := os.Args[1]
 	_ = flag.CommandLine.Parse(os.Args[2:])
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *state); err != nil {
-		fmt.Fprintln(os.Stderr, "nicpool-local:", err)
-		os.Exit(1)
+	dir, err := filepath.Abs(*state)
+	if err != nil {
+		fail(err)
+	}
+	switch verb {
+	case "run":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		err = run(ctx, dir, *nodes)
+	case "up":
+		err = up(dir, *nodes)
+	case "down":
+		err = down(dir)
+	default:
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fail(err)
 	}
 }
 
-func run(ctx context.Context, state string) error {
-	root, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	c, err := local.Up(ctx, root, state, os.Stdout)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		fmt.Println("stopping")
-		if err := c.Down(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop:", err)
-		}
-	}()
-	if err := c.Show(ctx, os.Stdout); err != nil {
-		return err
-	}
-	abs, _ := filepath.Abs(c.Kubeconfig)
-	fmt.Printf("\nkubeconfig: %s\ntry: kubectl --kubeconfig %s get sp\nCtrl-C stops the cluster.\n", abs, abs)
-	<-ctx.Done()
-	return nil
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "nicpool-local:", err)
+	os.Exit(1)
 }

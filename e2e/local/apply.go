@@ -8,23 +8,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"sort"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// ApplyDir creates every object of every *.yaml file in dir, in file-name order;
-// objects that exist already are left as they are.
-func ApplyDir(ctx context.Context, c client.Client, dir string) ([]string, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(files)
+// Apply creates every object of the given YAML files, in order; objects that exist
+// already are left as they are. NetworkAttachmentDefinitions get the ipam section of
+// the IPAM in use.
+func (s *Stack) Apply(ctx context.Context, files ...string) ([]string, error) {
 	var created []string
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -36,13 +29,32 @@ func ApplyDir(ctx context.Context, c client.Client, dir string) ([]string, error
 			return created, fmt.Errorf("%s: %w", f, err)
 		}
 		for _, o := range objs {
-			if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			if o.GetKind() == "NetworkAttachmentDefinition" {
+				if err := s.adaptNetworkAttachment(o); err != nil {
+					return created, fmt.Errorf("%s: %s: %w", f, o.GetName(), err)
+				}
+			}
+			if o.GetNamespace() == "" && o.GetKind() != "SpiderIPPool" && o.GetKind() != "Namespace" {
+				o.SetNamespace("default")
+			}
+			if err := s.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 				return created, fmt.Errorf("%s: create %s %s: %w", f, o.GetKind(), o.GetName(), err)
 			}
 			created = append(created, o.GetKind()+"/"+o.GetName())
 		}
 	}
 	return created, nil
+}
+
+func (s *Stack) adaptNetworkAttachment(o *unstructured.Unstructured) error {
+	config, found, err := unstructured.NestedString(o.Object, "spec", "config")
+	if err != nil || !found {
+		return err
+	}
+	if config, err = s.adaptNetworkConfig(config); err != nil {
+		return err
+	}
+	return unstructured.SetNestedField(o.Object, config, "spec", "config")
 }
 
 // Decode splits a multi-document YAML stream into objects, skipping empty documents.

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nicpool/nicpool/e2e/local"
+	"github.com/nicpool/nicpool/e2e/testenv"
+)
+
+// readyFile is written once the cluster serves the examples; `up` waits for it.
+const readyFile = "ready"
+
+func run(ctx context.Context, dir string, nodes int) error {
+	_ = os.Remove(filepath.Join(dir, readyFile))
+	for _, stale := range []string{"cluster", "nodes", "host-local"} {
+		if err := os.RemoveAll(filepath.Join(dir, stale)); err != nil {
+			return err
+		}
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	s, err := local.Up(ctx, local.Options{Dir: dir, Kubeconfig: kubeconfig, Nodes: nodes, Out: os.Stdout})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Println("stopping")
+		if err := s.Down(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop:", err)
+		}
+		_ = os.Remove(filepath.Join(dir, readyFile))
+	}()
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	examples := filepath.Join(root, "examples")
+	if _, err := os.Stat(examples); err != nil {
+		examples = filepath.Join(testenv.RepoRoot(), "examples")
+	}
+	created, err := s.ApplyExamples(ctx, examples)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("applied %d objects from %s\n", len(created), examples)
+	if err := s.WaitRunning(ctx, "default", map[string]string{"app": "web"}, 3, 3*time.Minute); err != nil {
+		fmt.Fprintln(os.Stderr, "warning:", err)
+	}
+	if err := show(ctx, s); err != nil {
+		return err
+	}
+	fmt.Printf("\nkubeconfig: %s\ntry: kubectl --kubeconfig %s get sp,se,pods -A\nlogs: %s\n", kubeconfig, kubeconfig, dir)
+	if err := os.WriteFile(filepath.Join(dir, readyFile), []byte(kubeconfig+"\n"), 0o644); err != nil {
+		return err
+	}
+	fmt.Println("Ctrl-C stops the cluster.")
+	<-ctx.Done()
+	return nil
+}
+
+func show(ctx context.Context, s *local.Stack) error {
+	t, err := local.GetTable(ctx, s.Config, testenv.PoolsResource, "")
+	if err != nil {
+		return err
+	}
+	fmt.Println("\n$ kubectl get sp")
+	if err := local.PrintTable(os.Stdout, t); err != nil {
+		return err
+	}
+	rows, err := s.PodInterfaces(ctx, "default")
+	if err != nil {
+		return err
+	}
+	fmt.Println("\npods in default, per interface (Multus network-status; pools from SpiderIPPool status):")
+	return local.PrintPodInterfaces(os.Stdout, rows)
+}

@@ -1,0 +1,64 @@
+package fabric
+
+import (
+	"io"
+	"net"
+	"sync"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+)
+
+// Forward listens on a loopback port inside the node's namespace and relays every
+// connection to target, an address reachable from this process's own namespace.
+// Programs the node runs inside its namespace (Multus) reach the API server this way.
+// It returns the address to use inside the namespace; closing the listener stops it.
+func (n *Node) Forward(target string) (string, io.Closer, error) {
+	netns, err := ns.GetNS(n.Path)
+	if err != nil {
+		return "", nil, err
+	}
+	defer netns.Close()
+	var l net.Listener
+	// The socket belongs to the namespace it was created in, whatever thread later
+	// accepts on it.
+	err = netns.Do(func(ns.NetNS) error {
+		var err error
+		l, err = net.Listen("tcp", "127.0.0.1:0")
+		return err
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go relay(c, target)
+		}
+	}()
+	return l.Addr().String(), l, nil
+}
+
+func relay(in net.Conn, target string) {
+	defer in.Close()
+	out, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	defer out.Close()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_, _ = io.Copy(out, in)
+		_ = out.(*net.TCPConn).CloseWrite()
+	}()
+	go func() {
+		defer wg.Done()
+		_, _ = io.Copy(in, out)
+		_ = in.(*net.TCPConn).CloseWrite()
+	}()
+	wg.Wait()
+}

@@ -1,0 +1,49 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Example files of examples/, in the order they are applied.
+var (
+	ExamplePools       = "pools.yaml"
+	ExampleNetworks    = "networks.yaml"
+	ExampleStatefulSet = "statefulset.yaml"
+)
+
+// ApplyExamples applies the sample pools, networks and StatefulSet of dir.
+func (s *Stack) ApplyExamples(ctx context.Context, dir string) ([]string, error) {
+	return s.Apply(ctx,
+		filepath.Join(dir, ExamplePools),
+		filepath.Join(dir, ExampleNetworks),
+		filepath.Join(dir, ExampleStatefulSet))
+}
+
+// WaitRunning waits until count pods of namespace matching labels run on a node.
+func (s *Stack) WaitRunning(ctx context.Context, namespace string, labels map[string]string, count int, timeout time.Duration) error {
+	var running int
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		pods := &corev1.PodList{}
+		if err := s.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels(labels)); err != nil {
+			return false, nil
+		}
+		running = 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running++
+			}
+		}
+		return running >= count, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d of %d pods %v in %s running: %w", running, count, labels, namespace, err)
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-logr/logr"
+
+	"github.com/nicpool/nicpool/e2e/cluster"
+	"github.com/nicpool/nicpool/e2e/fabric"
+	"github.com/nicpool/nicpool/e2e/node"
+	"github.com/nicpool/nicpool/e2e/testenv"
+)
+
+// Options tune a local stack.
+type Options struct {
+	// Dir holds the state of the run (kubeconfigs, logs, CNI caches); a new temporary
+	// directory when empty, removed by Down.
+	Dir string
+	// Kubeconfig, when set, receives the admin kubeconfig (`make run`: .local/kubeconfig).
+	Kubeconfig string
+	// Nodes is the number of node stand-ins (default 3).
+	Nodes int
+	// IPAM is the IPAM plugin of the networks; empty picks nicpool when its binaries are
+	// built, else host-local.
+	IPAM IPAM
+	// Out receives progress lines; nil discards them.
+	Out io.Writer
+}
+
+// Stack is a running local cluster: control plane, controllers, scheduler, node
+// stand-ins wired by a fabric, and nicpool's components.
+type Stack struct {
+	*cluster.Cluster
+	Fabric *fabric.Fabric
+	Nodes  []*node.Node
+	IPAM   IPAM
+	// Dir holds the state of the run.
+	Dir string
+
+	out    io.Writer
+	ownDir bool
+	logs   []*os.File
+}
+
+// Up starts everything. On error, what was started is stopped again.
+func Up(ctx context.Context, opts Options) (s *Stack, err error) {
+	if opts.Nodes == 0 {
+		opts.Nodes = 3
+	}
+	s = &Stack{Dir: opts.Dir, IPAM: opts.IPAM, out: opts.Out}
+	if s.out == nil {
+		s.out = io.Discard
+	}
+	if s.IPAM == "" {
+		s.IPAM = detectIPAM()
+	}
+	if s.Dir == "" {
+		if s.Dir, err = os.MkdirTemp("", "nicpool-local-"); err != nil {
+			return nil, err
+		}
+		s.ownDir = true
+	}
+	if s.Dir, err = filepath.Abs(s.Dir); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.Down())
+		}
+	}()
+	s.progress("network fabric: %d nodes, uplinks %s", opts.Nodes, strings.Join(Uplinks, ", "))
+	if s.Fabric, err = fabric.New(Uplinks...); err != nil {
+		return s, err
+	}
+	s.progress("control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler from %s", testenv.BinDir())
+	if s.Cluster, err = cluster.Start(ctx, cluster.Options{Dir: filepath.Join(s.Dir, "cluster"), Kubeconfig: opts.Kubeconfig}); err != nil {
+		return s, err
+	}
+	for i := range opts.Nodes {
+		if err := s.addNode(ctx, i); err != nil {
+			return s, err
+		}
+	}
+	s.progress("node stand-ins: %d ready, IPAM %s", len(s.Nodes), s.IPAM)
+	return s, nil
+}
+
+func detectIPAM() IPAM {
+	for _, b := range []string{"nicpool", "nicpool-ipamd", "nicpool-webhook"} {
+		if _, err := os.Stat(filepath.Join(testenv.BinDir(), b)); err != nil {
+			return IPAMHostLocal
+		}
+	}
+	return IPAMNicpool
+}
+
+func (s *Stack) addNode(ctx context.Context, i int) error {
+	name := fmt.Sprintf("node-%d", i+1)
+	net, err := s.Fabric.AddNode(name)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(s.Dir, "nodes", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	log, err := s.logFile(filepath.Join(dir, "node.log"))
+	if err != nil {
+		return err
+	}
+	n, err := node.Start(ctx, node.Config{
+		Name:           name,
+		PodCIDR:        fmt.Sprintf("10.244.%d.0/24", i+1),
+		Net:            net,
+		Clientset:      s.Clientset,
+		Kubeconfig:     s.AdminKubeconfig,
+		BinDir:         testenv.BinDir(),
+		Dir:            dir,
+		RunDir:         filepath.Join(dir, "run"),
+		ClusterNetwork: s.clusterNetwork(),
+		Log:            log,
+	})
+	if err != nil {
+		return err
+	}
+	s.Nodes = append(s.Nodes, n)
+	return nil
+}
+
+func (s *Stack) logFile(path string) (logr.Logger, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return logr.Discard(), err
+	}
+	s.logs = append(s.logs, f)
+	return logr.FromSlogHandler(slog.NewTextHandler(f, nil)), nil
+}
+
+// Sandbox finds the network namespace of a pod on whichever node runs it.
+func (s *Stack) Sandbox(namespace, name string) (string, bool) {
+	for _, n := range s.Nodes {
+		if path, ok := n.Sandbox(namespace, name); ok {
+			return path, true
+		}
+	}
+	return "", false
+}
+
+func (s *Stack) progress(format string, args ...any) {
+	fmt.Fprintf(s.out, format+"\n", args...)
+}
+
+// Down stops everything Up started, in reverse order, and removes the network
+// namespaces. It is safe on a partly started stack.
+func (s *Stack) Down() error {
+	var errs []error
+	for i := len(s.Nodes) - 1; i >= 0; i-- {
+		s.Nodes[i].Stop()
+	}
+	s.Nodes = nil
+	if s.Cluster != nil {
+		errs = append(errs, s.Cluster.Stop())
+		s.Cluster = nil
+	}
+	if s.Fabric != nil {
+		errs = append(errs, s.Fabric.Close())
+		s.Fabric = nil
+	}
+	for _, f := range s.logs {
+		_ = f.Close()
+	}
+	s.logs = nil
+	if s.ownDir {
+		errs = append(errs, os.RemoveAll(s.Dir))
+		s.ownDir = false
+	}
+	return errors.Join(errs...)
+}
