@@ -102,8 +102,9 @@ func parseShortForm(item string, path *field.Path) (NetworkSelection, *field.Err
 	return s, nil
 }
 
-// ValidateInterfaceName checks a Linux interface name: 1 to 15 characters, no '/', ':',
-// or white space, not "." or "..".
+// ValidateInterfaceName checks a Linux interface name: 1 to 15 printable ASCII
+// characters, no '/', ':' or white space, not "." or "..". (Linux accepts more bytes,
+// but a name must survive the JSON round trip of the annotations unchanged.)
 func ValidateInterfaceName(name string, path *field.Path) *field.Error {
 	switch {
 	case name == "":
@@ -112,8 +113,13 @@ func ValidateInterfaceName(name string, path *field.Path) *field.Error {
 		return field.TooLong(path, name, 15)
 	case name == "." || name == "..":
 		return field.Invalid(path, name, "must be a Linux interface name such as net1")
-	case strings.ContainsAny(name, "/: \t\n\r\v\f"):
+	case strings.ContainsAny(name, "/:"):
 		return field.Invalid(path, name, "a Linux interface name must not contain '/', ':' or white space")
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] <= ' ' || name[i] > '~' {
+			return field.Invalid(path, name, "a Linux interface name must be printable ASCII without '/', ':' or white space, e.g. net1")
+		}
 	}
 	return nil
 }

@@ -34,6 +34,8 @@ func TestPodInterfaces(t *testing.T) {
 		{name: "interface name longer than 15", networks: "a@abcdefghijklmnop", wantErr: "may not be more than 15"},
 		{name: "JSON interface longer than 15", networks: `[{"name":"a","interface":"abcdefghijklmnop"}]`, wantErr: "[0].interface"},
 		{name: "interface with slash", networks: `[{"name":"a","interface":"a/b"}]`, wantErr: "must not contain"},
+		{name: "interface with space", networks: `[{"name":"a","interface":"a b"}]`, wantErr: "printable ASCII"},
+		{name: "interface not ASCII", networks: "a@n\u00e9t", wantErr: "printable ASCII"},
 		{name: "empty item", networks: "a,,b", wantErr: "empty network name"},
 		{name: "empty ifname", networks: "a@", wantErr: "[namespace/]name[@interface]"},
 		{name: "empty namespace", networks: "/a", wantErr: "[namespace/]name[@interface]"},
