@@ -30,7 +30,9 @@ const (
 	// Allocate gives Owner one address, or returns the one it already holds.
 	Allocate OpKind = iota
 	// Release removes the records held by Owner: the addresses in Addrs, or all of
-	// Owner's records when Addrs is empty. Records of anyone else are never removed.
+	// Owner's records when Addrs is empty. An Owner without Interface matches every
+	// record of its PodUID (sweeping a gone pod). Records of anyone else are never
+	// removed.
 	Release
 	// Transfer moves the records of Addrs from FromUID to Owner (a StatefulSet pod
 	// taking over its predecessor's addresses). Records already held by Owner count
@@ -90,7 +92,7 @@ func Apply(r *Range, status *v2beta1.IPPoolStatus, ops []Op) ([]Result, bool) {
 			res.Addr, changed = a, true
 		case Release:
 			for key, rec := range recs {
-				if !op.Owner.owns(rec) {
+				if rec.PodUID != op.Owner.PodUID || (op.Owner.Interface != "" && rec.Interface != op.Owner.Interface) {
 					continue
 				}
 				a, err := netip.ParseAddr(key)

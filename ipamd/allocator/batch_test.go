@@ -81,6 +81,12 @@ func TestApplyRelease(t *testing.T) {
 	if _, ok := st.AllocatedIPs["10.6.0.11"]; !ok || len(st.AllocatedIPs) != 1 || *st.AllocatedIPCount != 1 {
 		t.Errorf("status after release: %+v", st.AllocatedIPs)
 	}
+	// An owner without interface sweeps every record of the pod UID.
+	Apply(r, st, []Op{{Kind: Allocate, Owner: owner("b", "net1")}})
+	res, _ = Apply(r, st, []Op{{Kind: Release, Owner: Owner{PodUID: "b"}}})
+	if len(res[0].Changed) != 2 || len(st.AllocatedIPs) != 0 {
+		t.Fatalf("sweep released %v, left %v", res[0].Changed, st.AllocatedIPs)
+	}
 	// The freed address is handed out again.
 	res, _ = Apply(r, st, []Op{{Kind: Allocate, Owner: owner("c", "eth0")}})
 	if res[0].Addr != netip.MustParseAddr("10.6.0.10") {

@@ -322,7 +322,7 @@ func ReservedSet(ctx context.Context, r client.Reader) (*netipx.IPSet, error) {
 func (c *Committer) Release(ctx context.Context, pool string, owner allocator.Owner, addrs ...netip.Addr) ([]netip.Addr, error) {
 	res, err := c.Do(ctx, pool, allocator.Op{Kind: allocator.Release, Owner: owner, Addrs: addrs})
 	if err != nil {
-		if apierrors.IsNotFound(errors.Unwrap(err)) || apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) {
 			return nil, nil // a deleted pool holds nothing
 		}
 		return nil, err

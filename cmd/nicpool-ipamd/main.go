@@ -1,0 +1,115 @@
+// Command nicpool-ipamd is the node IPAM daemon: it serves the CNI plugin on a unix
+// socket and allocates addresses for the pods of its node.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/daemon"
+)
+
+func main() {
+	var (
+		nodeName    = flag.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME, from the downward API's spec.nodeName)")
+		socket      = flag.String("socket", api.DefaultSocketPath, "unix socket the CNI plugin calls")
+		kubeconfig  = flag.String("kubeconfig", "", "kubeconfig file; empty uses the in-cluster service account")
+		metricsAddr = flag.String("metrics-bind-address", ":9271", "address serving Prometheus metrics on /metrics; 0 disables")
+		healthAddr  = flag.String("health-probe-bind-address", ":9272", "address serving /healthz and /readyz; 0 disables")
+		qps         = flag.Float64("kube-api-qps", 100, "API requests per second this daemon may send")
+		burst       = flag.Int("kube-api-burst", 200, "API request burst")
+	)
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("ipamd")
+	if err := run(*nodeName, *socket, *kubeconfig, *metricsAddr, *healthAddr, float32(*qps), *burst); err != nil {
+		log.Error(err, "ipamd stopped")
+		os.Exit(1)
+	}
+}
+
+func run(nodeName, socket, kubeconfig, metricsAddr, healthAddr string, qps float32, burst int) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = qps, burst
+	cfg.UserAgent = "nicpool-ipamd/" + nodeName
+	d, err := daemon.New(cfg, daemon.Options{NodeName: nodeName, SocketPath: socket, Scheme: scheme(), Log: ctrl.Log.WithName("ipamd")})
+	if err != nil {
+		return err
+	}
+	if metricsAddr != "0" && metricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
+		go serveHTTP(ctx, metricsAddr, mux)
+	}
+	if healthAddr != "0" && healthAddr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if !d.Ready() {
+				http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ok"))
+		})
+		go serveHTTP(ctx, healthAddr, mux)
+	}
+	done, err := d.Start(ctx)
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+func serveHTTP(ctx context.Context, addr string, h http.Handler) {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		ctrl.Log.WithName("ipamd").Error(err, "HTTP server stopped", "address", addr)
+	}
+}
+
+// scheme knows core Kubernetes types and spiderpool's.
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v2beta1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}

@@ -1,0 +1,126 @@
+// Package daemon wires one ipamd: informer caches for its node, the pool committer,
+// the service, the event recorder and the socket server. cmd/nicpool-ipamd parses
+// flags into Options; tests start several daemons in one process.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/server"
+	"github.com/nicpool/nicpool/ipamd/service"
+	"github.com/nicpool/nicpool/ipamd/store"
+)
+
+// Options configure one daemon.
+type Options struct {
+	NodeName string
+	// SocketPath is where the API is served; empty serves nothing (tests call the
+	// service directly or through Handler).
+	SocketPath string
+	Scheme     *runtime.Scheme
+	Log        logr.Logger
+}
+
+// Daemon is one node's ipamd.
+type Daemon struct {
+	Service *service.Service
+	Cache   cache.Cache
+	opts    Options
+	synced  atomic.Bool
+	events  events.EventBroadcaster
+}
+
+// New builds a daemon for cfg; Run starts it.
+func New(cfg *rest.Config, opts Options) (*Daemon, error) {
+	if opts.NodeName == "" {
+		return nil, errors.New("node name is required: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
+	}
+	if opts.Scheme == nil {
+		return nil, errors.New("a scheme with core and spiderpool types is required")
+	}
+	c, err := cache.New(cfg, cache.Options{
+		Scheme: opts.Scheme,
+		ByObject: map[client.Object]cache.ByObject{
+			// Only this node's pods and this node: the rest of the cluster is not ours.
+			&corev1.Pod{}:  {Field: fields.OneTermEqualSelector("spec.nodeName", opts.NodeName)},
+			&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", opts.NodeName)},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("informer cache: %w", err)
+	}
+	if err := service.Indexes(context.Background(), c); err != nil {
+		return nil, fmt.Errorf("cache indexes: %w", err)
+	}
+	writer, err := client.New(cfg, client.Options{Scheme: opts.Scheme})
+	if err != nil {
+		return nil, fmt.Errorf("API client: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clientset: %w", err)
+	}
+	log := opts.Log.WithValues("node", opts.NodeName)
+	eb := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+	rec := eb.NewRecorder(opts.Scheme, "nicpool-ipamd")
+	pools := store.NewCommitter(c, writer, writer, log.WithName("pools"))
+	svc := service.New(opts.NodeName, c, writer, writer, pools, rec, log)
+	return &Daemon{Service: svc, Cache: c, opts: opts, events: eb}, nil
+}
+
+// Ready reports whether the caches have synced.
+func (d *Daemon) Ready() bool { return d.synced.Load() }
+
+// Handler is the socket API of this daemon.
+func (d *Daemon) Handler() http.Handler { return server.Handler(d.Service, d.Ready) }
+
+// Start starts the caches and the event sink and waits for the caches to sync. The
+// socket (when configured) is served from the start, answering "try again later"
+// until then. Everything stops when ctx ends; Start returns once synced, or with
+// the socket's error.
+func (d *Daemon) Start(ctx context.Context) (<-chan error, error) {
+	for _, obj := range []client.Object{&v2beta1.SpiderIPPool{}, &v2beta1.SpiderReservedIP{}, &v2beta1.SpiderEndpoint{},
+		&corev1.Pod{}, &corev1.Node{}, &corev1.Namespace{}, &appsv1.StatefulSet{}} {
+		if _, err := d.Cache.GetInformer(ctx, obj); err != nil {
+			return nil, fmt.Errorf("informer for %T: %w", obj, err)
+		}
+	}
+	done := make(chan error, 2)
+	if d.opts.SocketPath != "" {
+		l, err := server.Listen(d.opts.SocketPath)
+		if err != nil {
+			return nil, err
+		}
+		go func() { done <- server.Serve(ctx, l, d.Handler()) }()
+	}
+	if err := d.events.StartRecordingToSinkWithContext(ctx); err != nil {
+		return nil, fmt.Errorf("event sink: %w", err)
+	}
+	go func() {
+		<-ctx.Done()
+		d.events.Shutdown()
+	}()
+	go func() { done <- d.Cache.Start(ctx) }()
+	if !d.Cache.WaitForCacheSync(ctx) {
+		return nil, errors.New("caches did not sync before shutdown")
+	}
+	d.synced.Store(true)
+	d.opts.Log.Info("caches synced: serving", "node", d.opts.NodeName, "socket", d.opts.SocketPath)
+	return done, nil
+}

@@ -1,0 +1,336 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipranges"
+	"github.com/nicpool/nicpool/ipamd/allocator"
+	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/metrics"
+	"github.com/nicpool/nicpool/ipamd/selection"
+)
+
+// maxDecisions bounds how often one request re-decides after its endpoint changed
+// under it (another writer, a deleted and recreated endpoint).
+const maxDecisions = 8
+
+// Allocate serves CNI ADD for one (pod UID, interface). A retry returns the addresses
+// the interface already holds; a failure leaves nothing newly allocated behind.
+func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp *api.AllocateResponse, err error) {
+	start := time.Now()
+	outcome := metrics.OutcomeError
+	defer func() {
+		metrics.Allocations.WithLabelValues(outcome).Inc()
+		metrics.AllocationDuration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+	}()
+	if req.Interface == "" {
+		return nil, cniError(api.CodeInvalidConfig, "CNI_IFNAME is empty: the runtime must name the interface", nil)
+	}
+	if req.Pod.Namespace == "" || req.Pod.Name == "" {
+		return nil, cniError(api.CodeInvalidConfig, "K8S_POD_NAMESPACE and K8S_POD_NAME are required in CNI_ARGS", nil)
+	}
+	pod, err := s.pod(ctx, req.Pod)
+	if err != nil {
+		return nil, cniError(api.CodeTryAgainLater, "read pod "+req.Pod.Namespace+"/"+req.Pod.Name, err)
+	}
+	if pod == nil || (req.Pod.UID != "" && string(pod.UID) != req.Pod.UID) {
+		return nil, cniError(api.CodeTryAgainLater, fmt.Sprintf("pod %s/%s with UID %q is not (yet) known to the API server", req.Pod.Namespace, req.Pod.Name, req.Pod.UID), nil)
+	}
+	log := s.Log.WithValues("pod", client.ObjectKeyFromObject(pod).String(), "podUID", pod.UID, "interface", req.Interface)
+	pools, err := s.pools(ctx)
+	if err != nil {
+		return nil, cniError(api.CodeTryAgainLater, "list pools", err)
+	}
+	ns := s.namespace(ctx, pod.Namespace)
+	choice, err := selection.Choose(pod, ns, req.Interface, req.Network, pools)
+	if err != nil {
+		outcome = metrics.OutcomeNoPool
+		s.event(pod, "InvalidPoolSelection", err.Error())
+		return nil, cniError(api.CodeInvalidConfig, "pool selection of interface "+req.Interface, err)
+	}
+	if len(choice.Families()) == 0 {
+		outcome = metrics.OutcomeNoPool
+		msg := fmt.Sprintf("no pool for interface %s: name pools in %s, the namespace annotations %s/%s, the CNI network's default pools, or mark a pool spec.default: true",
+			req.Interface, annotations.IPPools, annotations.NamespaceDefaultIPv4Pool, annotations.NamespaceDefaultIPv6Pool)
+		s.event(pod, "NoPool", msg)
+		return nil, cniError(api.CodeNoPool, msg, nil)
+	}
+
+	unlock := s.locks.Lock(pod.Namespace + "/" + pod.Name)
+	defer unlock()
+	owner := allocator.Owner{Pod: pod.Namespace + "/" + pod.Name, PodUID: string(pod.UID), Interface: req.Interface}
+	for range maxDecisions {
+		ep, tookOver, err := s.adopt(ctx, pod, req.Network, pools)
+		if err != nil {
+			return nil, cniError(api.CodeTryAgainLater, "take over or clean the pod's SpiderEndpoint", err)
+		}
+		got, fresh, aerr := s.take(ctx, pod, ns, owner, choice, req.Network)
+		if aerr != nil {
+			s.undo(ctx, owner, fresh)
+			if aerr.Code == api.CodePoolExhausted {
+				outcome = metrics.OutcomeExhausted
+			} else if aerr.Code == api.CodeNoPool {
+				outcome = metrics.OutcomeNoPool
+			}
+			log.Info("allocation failed", "error", aerr.Error())
+			s.event(pod, "AllocationFailed", fmt.Sprintf("interface %s: %s", req.Interface, aerr.Error()))
+			return nil, aerr
+		}
+		detail := s.detail(pod, req.Interface, choice, got)
+		err = s.record(ctx, pod, ep, detail, Attachment{ContainerID: req.ContainerID, Network: req.Network.Name})
+		if errors.Is(err, errEndpointMoved) {
+			continue // pool records are ours by owner: the next round finds and keeps them
+		}
+		if err != nil {
+			s.undo(ctx, owner, fresh)
+			s.event(pod, "AllocationFailed", fmt.Sprintf("interface %s: record SpiderEndpoint: %v", req.Interface, err))
+			return nil, cniError(api.CodeTryAgainLater, "record the allocation in SpiderEndpoint "+pod.Namespace+"/"+pod.Name, err)
+		}
+		switch {
+		case tookOver:
+			outcome = metrics.OutcomeTakenOver
+		case len(fresh) == 0:
+			outcome = metrics.OutcomeExisting
+		default:
+			outcome = metrics.OutcomeAllocated
+		}
+		for _, h := range got {
+			log.V(1).Info("allocated", "pool", h.pool.Name, "address", h.addr.String(), "outcome", outcome)
+		}
+		return s.response(pod, req.Interface, choice, got), nil
+	}
+	return nil, cniError(api.CodeTryAgainLater, fmt.Sprintf("SpiderEndpoint %s/%s kept changing during %d attempts", pod.Namespace, pod.Name, maxDecisions), nil)
+}
+
+// take returns one address per family the choice asks for: the one the owner holds,
+// else a new one from the first pool that can give it. fresh lists the new ones.
+func (s *Service) take(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace, owner allocator.Owner, choice selection.Choice, network api.NetworkConfig) (got, fresh []held, aerr *api.Error) {
+	current := s.heldBy(ctx, owner, append(append([]string(nil), choice.IPv4...), choice.IPv6...)...)
+	target := selection.Target{Pod: pod, Namespace: ns, Node: s.node(ctx), NodeName: s.Node, Networks: networksOf(pod, owner.Interface, network)}
+	for _, fam := range choice.Families() {
+		if h, ok := pick(current, fam); ok {
+			got = append(got, h)
+			continue
+		}
+		h, err := s.allocate(ctx, owner, fam, choice.Pools(fam), target)
+		if err != nil {
+			return got, fresh, err
+		}
+		got, fresh = append(got, h), append(fresh, h)
+	}
+	return got, fresh, nil
+}
+
+// pick returns the lowest address of one family among what an owner holds.
+func pick(hs []held, fam int64) (held, bool) {
+	var best held
+	for _, h := range hs {
+		if ipranges.Family(h.addr) == fam && (!best.addr.IsValid() || h.addr.Less(best.addr)) {
+			best = h
+		}
+	}
+	return best, best.addr.IsValid()
+}
+
+// allocate tries the pools in the user's order and returns the first address given.
+func (s *Service) allocate(ctx context.Context, owner allocator.Owner, fam int64, names []string, target selection.Target) (held, *api.Error) {
+	var skipped, exhausted []string
+	for _, name := range names {
+		p, err := s.Pools.Latest(ctx, name)
+		if apierrors.IsNotFound(err) {
+			skipped = append(skipped, fmt.Sprintf("pool %s does not exist", name))
+			continue
+		}
+		if err != nil {
+			return held{}, cniError(api.CodeTryAgainLater, "read pool "+name, err)
+		}
+		if f := selection.Family(p); f != fam {
+			skipped = append(skipped, fmt.Sprintf("pool %s is IPv%d, listed for IPv%d", name, f, fam))
+			continue
+		}
+		if err := selection.Eligible(p, target); err != nil {
+			skipped = append(skipped, err.Error())
+			continue
+		}
+		res, err := s.Pools.Do(ctx, name, allocator.Op{Kind: allocator.Allocate, Owner: owner})
+		if err != nil {
+			return held{}, cniError(api.CodeTryAgainLater, "allocate from pool "+name, err)
+		}
+		if res[0].Err != nil {
+			if errors.Is(res[0].Err, allocator.ErrExhausted) {
+				exhausted = append(exhausted, res[0].Err.Error())
+			} else {
+				skipped = append(skipped, res[0].Err.Error())
+			}
+			continue
+		}
+		latest, err := s.Pools.Latest(ctx, name)
+		if err != nil {
+			latest = p
+		}
+		return held{pool: latest, addr: res[0].Addr}, nil
+	}
+	all := strings.Join(append(exhausted, skipped...), "; ")
+	if len(exhausted) > 0 {
+		return held{}, cniError(api.CodePoolExhausted, fmt.Sprintf("no free IPv%d address for interface %s in pools %v", fam, owner.Interface, names), errors.New(all))
+	}
+	return held{}, cniError(api.CodeNoPool, fmt.Sprintf("no usable IPv%d pool for interface %s among %v", fam, owner.Interface, names), errors.New(all))
+}
+
+// undo releases what a failed ADD took, so that it leaves nothing behind (I7).
+func (s *Service) undo(ctx context.Context, owner allocator.Owner, fresh []held) {
+	for _, h := range fresh {
+		// A fresh context: the request's may be what ended.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		if _, err := s.Pools.Release(uctx, h.pool.Name, owner, h.addr); err != nil {
+			s.Log.Error(err, "release after a failed ADD; the next DEL or GC releases it", "pool", h.pool.Name, "address", h.addr.String())
+		}
+		cancel()
+	}
+}
+
+func networksOf(pod *corev1.Pod, iface string, network api.NetworkConfig) []string {
+	out := []string{network.Name}
+	if ifs, errs := annotations.PodInterfaces(pod.Annotations, pod.Namespace); len(errs) == 0 {
+		for _, i := range ifs {
+			if i.Name == iface && i.Network != "" {
+				out = append(out, i.Network)
+			}
+		}
+	}
+	return out
+}
+
+// detail is the endpoint record of one interface.
+func (s *Service) detail(pod *corev1.Pod, iface string, choice selection.Choice, got []held) v2beta1.IPAllocationDetail {
+	d := v2beta1.IPAllocationDetail{Interface: iface}
+	clean := choice.CleanGateway
+	d.CleanGateway = &clean
+	for _, h := range got {
+		subnet, _ := netip.ParsePrefix(h.pool.Spec.Subnet)
+		cidr := ipranges.CIDR(h.addr, subnet)
+		pool := h.pool.Name
+		var gw *string
+		if h.pool.Spec.Gateway != nil && *h.pool.Spec.Gateway != "" {
+			g := *h.pool.Spec.Gateway
+			gw = &g
+		}
+		if h.addr.Is4() {
+			d.IPv4, d.IPv4Pool, d.IPv4Gateway = &cidr, &pool, gw
+		} else {
+			d.IPv6, d.IPv6Pool, d.IPv6Gateway = &cidr, &pool, gw
+		}
+		if d.Vlan == nil && h.pool.Spec.Vlan != nil {
+			v := *h.pool.Spec.Vlan
+			d.Vlan = &v
+		}
+		d.Routes = append(d.Routes, routesFor(pod, h.pool, subnet)...)
+	}
+	return d
+}
+
+func routesFor(pod *corev1.Pod, pool *v2beta1.SpiderIPPool, subnet netip.Prefix) []v2beta1.Route {
+	routes := append([]v2beta1.Route(nil), pool.Spec.Routes...)
+	if v, ok := pod.Annotations[annotations.Routes]; ok {
+		if rs, errs := annotations.ParseRoutes(v); len(errs) == 0 {
+			routes = append(routes, annotations.RoutesFor(rs, subnet)...)
+		}
+	}
+	return routes
+}
+
+func (s *Service) response(pod *corev1.Pod, iface string, choice selection.Choice, got []held) *api.AllocateResponse {
+	resp := &api.AllocateResponse{Interface: iface, CleanGateway: choice.CleanGateway}
+	for _, h := range got {
+		subnet, _ := netip.ParsePrefix(h.pool.Spec.Subnet)
+		c := api.IPConfig{Address: ipranges.CIDR(h.addr, subnet), Pool: h.pool.Name, Vlan: h.pool.Spec.Vlan}
+		if !choice.CleanGateway && h.pool.Spec.Gateway != nil {
+			c.Gateway = *h.pool.Spec.Gateway
+		}
+		resp.IPs = append(resp.IPs, c)
+		for _, r := range routesFor(pod, h.pool, subnet) {
+			resp.Routes = append(resp.Routes, api.Route{Dst: r.Dst, Gw: r.Gw})
+		}
+	}
+	return resp
+}
+
+// record writes the interface's entry into the pod's endpoint: a create carrying the
+// status when there is none (the CRD has no status subresource), else an update
+// compare-and-swapped on resourceVersion and UID. errEndpointMoved means decide again.
+func (s *Service) record(ctx context.Context, pod *corev1.Pod, ep *v2beta1.SpiderEndpoint, d v2beta1.IPAllocationDetail, att Attachment) error {
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	if ep == nil {
+		kind, name := controllerOf(pod)
+		ep = &v2beta1.SpiderEndpoint{}
+		ep.Namespace, ep.Name = pod.Namespace, pod.Name
+		ep.Status = v2beta1.WorkloadEndpointStatus{
+			Current:             v2beta1.PodIPAllocation{UID: string(pod.UID), Node: s.Node, IPs: []v2beta1.IPAllocationDetail{d}},
+			OwnerControllerType: kind, OwnerControllerName: name,
+		}
+		setAttachments(ep, map[string]Attachment{d.Interface: att})
+		err := s.Client.Create(ctx, ep)
+		metrics.EndpointWrites.WithLabelValues("create", result(err)).Inc()
+		if apierrors.IsAlreadyExists(err) {
+			_, _ = s.freshEndpoint(ctx, key)
+			return errEndpointMoved
+		}
+		if err == nil {
+			s.remember(key, ep)
+		}
+		return err
+	}
+	if ep.Status.Current.UID != string(pod.UID) {
+		return errEndpointMoved
+	}
+	upd := ep.DeepCopy()
+	replaced := false
+	for i := range upd.Status.Current.IPs {
+		if upd.Status.Current.IPs[i].Interface == d.Interface {
+			upd.Status.Current.IPs[i], replaced = d, true
+		}
+	}
+	if !replaced {
+		upd.Status.Current.IPs = append(upd.Status.Current.IPs, d)
+	}
+	atts := attachments(upd)
+	atts[d.Interface] = att
+	setAttachments(upd, atts)
+	upd.Status.Current.Node = s.Node
+	if equalEndpoint(ep, upd) {
+		return nil
+	}
+	err := s.Client.Update(ctx, upd)
+	metrics.EndpointWrites.WithLabelValues("update", result(err)).Inc()
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		_, _ = s.freshEndpoint(ctx, key)
+		return errEndpointMoved
+	}
+	if err == nil {
+		s.remember(key, upd)
+	}
+	return err
+}
+
+func result(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+		return "conflict"
+	default:
+		return "error"
+	}
+}

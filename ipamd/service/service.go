@@ -1,0 +1,415 @@
+// Package service is ipamd's allocation logic for one (pod UID, interface) at a time:
+// pool choice, allocation and release through the pool committer, the pod's
+// SpiderEndpoint, StatefulSet takeover, CNI CHECK, GC and STATUS. It reads from
+// informer caches and writes through the store; the HTTP server is a thin shell on it.
+//
+// Besides the spiderpool API, ipamd records on each SpiderEndpoint the annotation
+// ipam.nicpool.io/attachments: a JSON object interface → {containerID, network}, the
+// CNI attachment that holds the interface's addresses. CNI GC compares it with the
+// runtime's valid attachments, and a DEL for an older container of the same interface
+// (a sandbox replaced meanwhile) releases nothing.
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"go4.org/netipx"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/allocator"
+	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/store"
+)
+
+// AttachmentsAnnotation is ipamd's record, on a SpiderEndpoint, of which CNI
+// attachment holds each interface: {"eth0":{"containerID":"…","network":"…"}}.
+const AttachmentsAnnotation = "ipam.nicpool.io/attachments"
+
+// Attachment is one value of AttachmentsAnnotation.
+type Attachment struct {
+	ContainerID string `json:"containerID"`
+	Network     string `json:"network"`
+}
+
+// Cache index names; Indexes registers them.
+const (
+	// IndexPoolPodUID indexes pools by the pod UIDs of their status records.
+	IndexPoolPodUID = "status.allocatedIPs.podUid"
+	// IndexEndpointNode indexes endpoints by status.current.node.
+	IndexEndpointNode = "status.current.node"
+)
+
+// Indexer is the part of a controller-runtime cache that registers indexes.
+type Indexer interface {
+	IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error
+}
+
+// Indexes registers the cache indexes the service reads with.
+func Indexes(ctx context.Context, idx Indexer) error {
+	if err := idx.IndexField(ctx, &v2beta1.SpiderIPPool{}, IndexPoolPodUID, func(o client.Object) []string {
+		p := o.(*v2beta1.SpiderIPPool)
+		seen := map[string]bool{}
+		var out []string
+		for _, rec := range p.Status.AllocatedIPs {
+			if !seen[rec.PodUID] {
+				seen[rec.PodUID] = true
+				out = append(out, rec.PodUID)
+			}
+		}
+		return out
+	}); err != nil {
+		return err
+	}
+	return idx.IndexField(ctx, &v2beta1.SpiderEndpoint{}, IndexEndpointNode, func(o client.Object) []string {
+		return []string{o.(*v2beta1.SpiderEndpoint).Status.Current.Node}
+	})
+}
+
+// Service serves the CNI verbs of one node.
+type Service struct {
+	Node string
+	// Cache is an informer cache with Indexes registered: pools, reserved IPs,
+	// endpoints, StatefulSets, namespaces, this node's pods and this node.
+	Cache client.Reader
+	// Client writes endpoints (pools go through Pools).
+	Client client.Client
+	// Fresh reads from the API server, bypassing the cache: only to decide a takeover
+	// and after a conflict.
+	Fresh  client.Reader
+	Pools  *store.Committer
+	Events events.EventRecorder // may be nil
+	Log    logr.Logger
+
+	locks keyedMutex
+
+	epMu sync.Mutex
+	// written holds the endpoints this process wrote last, ahead of the cache.
+	written map[types.NamespacedName]*v2beta1.SpiderEndpoint
+}
+
+// New returns a service; see the fields for what each argument is.
+func New(node string, cache client.Reader, c client.Client, fresh client.Reader, pools *store.Committer, rec events.EventRecorder, log logr.Logger) *Service {
+	return &Service{Node: node, Cache: cache, Client: c, Fresh: fresh, Pools: pools, Events: rec, Log: log,
+		written: map[types.NamespacedName]*v2beta1.SpiderEndpoint{}}
+}
+
+// cniError builds the error the server answers with.
+func cniError(code uint, msg string, err error) *api.Error {
+	e := &api.Error{Code: code, Message: msg}
+	if err != nil {
+		e.Details = err.Error()
+	}
+	return e
+}
+
+// pod returns the pod of a request: from the cache, else (just bound, or recreated
+// under the same name) from the API server. nil when it does not exist.
+func (s *Service) pod(ctx context.Context, ref api.Pod) (*corev1.Pod, error) {
+	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
+	pod := &corev1.Pod{}
+	err := s.Cache.Get(ctx, key, pod)
+	if err == nil && (ref.UID == "" || string(pod.UID) == ref.UID) {
+		return pod, nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	pod = &corev1.Pod{}
+	if err := s.Fresh.Get(ctx, key, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return pod, nil
+}
+
+func (s *Service) namespace(ctx context.Context, name string) *corev1.Namespace {
+	ns := &corev1.Namespace{}
+	if err := s.Cache.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return nil
+	}
+	return ns
+}
+
+func (s *Service) node(ctx context.Context) *corev1.Node {
+	n := &corev1.Node{}
+	if err := s.Cache.Get(ctx, client.ObjectKey{Name: s.Node}, n); err != nil {
+		return nil
+	}
+	return n
+}
+
+func (s *Service) pools(ctx context.Context) ([]v2beta1.SpiderIPPool, error) {
+	var list v2beta1.SpiderIPPoolList
+	if err := s.Cache.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// held is one address an owner holds.
+type held struct {
+	pool *v2beta1.SpiderIPPool
+	addr netip.Addr
+}
+
+// poolsOf returns the names of the pools whose cached status has records of podUID,
+// plus extra: where this process may have written more recently than the cache.
+func (s *Service) poolsOf(ctx context.Context, podUID string, extra ...string) []string {
+	var list v2beta1.SpiderIPPoolList
+	names := append([]string(nil), extra...)
+	if err := s.Cache.List(ctx, &list, client.MatchingFields{IndexPoolPodUID: podUID}); err == nil {
+		for _, p := range list.Items {
+			names = append(names, p.Name)
+		}
+	}
+	seen := map[string]bool{}
+	out := names[:0]
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// heldBy returns what owner holds in the given pools (and any pool with its UID), by
+// the newest copy of each pool this process knows. The pool status is the source of
+// truth: an endpoint record without a pool record holds nothing.
+func (s *Service) heldBy(ctx context.Context, owner allocator.Owner, candidates ...string) []held {
+	var out []held
+	for _, name := range s.poolsOf(ctx, owner.PodUID, candidates...) {
+		p, err := s.Pools.Latest(ctx, name)
+		if err != nil {
+			continue
+		}
+		for key, rec := range p.Status.AllocatedIPs {
+			if rec.PodUID == owner.PodUID && (owner.Interface == "" || rec.Interface == owner.Interface) {
+				if a, err := netip.ParseAddr(key); err == nil {
+					out = append(out, held{pool: p, addr: a})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// releaseAll releases every record of owner (of every interface when owner.Interface
+// is empty) in the pools where it holds any, plus extra pools.
+func (s *Service) releaseAll(ctx context.Context, owner allocator.Owner, extra ...string) ([]string, error) {
+	var released []string
+	byPool := map[string][]netip.Addr{}
+	var order []string
+	for _, h := range s.heldBy(ctx, owner, extra...) {
+		if _, ok := byPool[h.pool.Name]; !ok {
+			order = append(order, h.pool.Name)
+		}
+		byPool[h.pool.Name] = append(byPool[h.pool.Name], h.addr)
+	}
+	for _, pool := range order {
+		done, err := s.Pools.Release(ctx, pool, owner, byPool[pool]...)
+		if err != nil {
+			return released, fmt.Errorf("release %v of pod UID %s from pool %s: %w", byPool[pool], owner.PodUID, pool, err)
+		}
+		for _, a := range done {
+			released = append(released, a.String())
+		}
+	}
+	return released, nil
+}
+
+// endpoint returns the newest copy of the pod's endpoint this process knows: the
+// cached one or the one it last wrote. nil when there is none.
+func (s *Service) endpoint(ctx context.Context, key types.NamespacedName) (*v2beta1.SpiderEndpoint, error) {
+	ep := &v2beta1.SpiderEndpoint{}
+	err := s.Cache.Get(ctx, key, ep)
+	if apierrors.IsNotFound(err) {
+		ep = nil
+	} else if err != nil {
+		return nil, err
+	}
+	s.epMu.Lock()
+	w := s.written[key]
+	s.epMu.Unlock()
+	if w != nil && (ep == nil || (ep.UID == w.UID && rvNewer(w.ResourceVersion, ep.ResourceVersion))) {
+		return w, nil
+	}
+	return ep, nil
+}
+
+// freshEndpoint reads the endpoint from the API server.
+func (s *Service) freshEndpoint(ctx context.Context, key types.NamespacedName) (*v2beta1.SpiderEndpoint, error) {
+	ep := &v2beta1.SpiderEndpoint{}
+	if err := s.Fresh.Get(ctx, key, ep); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.remember(key, nil)
+			return nil, nil
+		}
+		return nil, err
+	}
+	s.remember(key, ep)
+	return ep, nil
+}
+
+func (s *Service) remember(key types.NamespacedName, ep *v2beta1.SpiderEndpoint) {
+	s.epMu.Lock()
+	defer s.epMu.Unlock()
+	if ep == nil {
+		delete(s.written, key)
+		return
+	}
+	s.written[key] = ep
+}
+
+func rvNewer(a, b string) bool {
+	ra, ea := strconv.ParseUint(a, 10, 64)
+	rb, eb := strconv.ParseUint(b, 10, 64)
+	return ea == nil && eb == nil && ra > rb
+}
+
+// attachments decodes AttachmentsAnnotation; a malformed value counts as empty.
+func attachments(ep *v2beta1.SpiderEndpoint) map[string]Attachment {
+	out := map[string]Attachment{}
+	if ep == nil {
+		return out
+	}
+	if v, ok := ep.Annotations[AttachmentsAnnotation]; ok {
+		_ = json.Unmarshal([]byte(v), &out)
+	}
+	return out
+}
+
+func setAttachments(ep *v2beta1.SpiderEndpoint, atts map[string]Attachment) {
+	if len(atts) == 0 {
+		delete(ep.Annotations, AttachmentsAnnotation)
+		return
+	}
+	b, _ := json.Marshal(atts)
+	if ep.Annotations == nil {
+		ep.Annotations = map[string]string{}
+	}
+	ep.Annotations[AttachmentsAnnotation] = string(b)
+}
+
+// controllerOf returns the kind and name of the pod's controller, "Pod" and the pod's
+// name for a bare pod (spiderpool's convention).
+func controllerOf(pod *corev1.Pod) (string, string) {
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		return ref.Kind, ref.Name
+	}
+	return "Pod", pod.Name
+}
+
+// ordinal parses the StatefulSet ordinal from a pod name.
+func ordinal(podName string) (int, bool) {
+	i := strings.LastIndex(podName, "-")
+	if i < 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(podName[i+1:])
+	return n, err == nil && n >= 0
+}
+
+// statefulSetWillReturn reports whether the StatefulSet named by the pod (or its
+// endpoint) still wants the pod's ordinal, so the pod comes back under this name.
+func (s *Service) statefulSetWillReturn(ctx context.Context, namespace, podName string, pod *corev1.Pod, ep *v2beta1.SpiderEndpoint) bool {
+	kind, name := "", ""
+	if pod != nil {
+		kind, name = controllerOf(pod)
+	} else if ep != nil {
+		kind, name = ep.Status.OwnerControllerType, ep.Status.OwnerControllerName
+	}
+	if kind != "StatefulSet" || name == "" {
+		return false
+	}
+	ord, ok := ordinal(podName)
+	if !ok {
+		return false
+	}
+	sts := &appsv1.StatefulSet{}
+	if err := s.Cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, sts); err != nil {
+		return false
+	}
+	if sts.DeletionTimestamp != nil {
+		return false
+	}
+	replicas := int32(1)
+	if sts.Spec.Replicas != nil {
+		replicas = *sts.Spec.Replicas
+	}
+	start := int32(0)
+	if sts.Spec.Ordinals != nil {
+		start = sts.Spec.Ordinals.Start
+	}
+	return int32(ord) >= start && int32(ord) < start+replicas
+}
+
+func (s *Service) event(obj runtime.Object, reason, note string) {
+	if s.Events == nil || obj == nil {
+		return
+	}
+	s.Events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Allocate", "%s", note)
+}
+
+// errEndpointMoved says the endpoint changed under us (conflict, deleted, replaced):
+// decide again on a fresh read.
+var errEndpointMoved = errors.New("SpiderEndpoint changed meanwhile")
+
+// keyedMutex serialises the requests of one pod within this process: two CNI calls
+// for the same pod (a retry while the first is still running, two interfaces)
+// decide on the same endpoint one after the other.
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (k *keyedMutex) Lock(key string) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyedLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.locks[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		k.mu.Lock()
+		l.refs--
+		if l.refs == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+}
+
+func (s *Service) reserved(ctx context.Context) (*netipx.IPSet, error) {
+	return store.ReservedSet(ctx, s.Cache)
+}

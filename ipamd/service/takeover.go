@@ -1,0 +1,209 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/allocator"
+	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/metrics"
+	"github.com/nicpool/nicpool/ipamd/selection"
+)
+
+// adopt makes the pod's endpoint the pod's own before an ADD records into it, and
+// returns it (nil when there is none). An endpoint of another pod UID is either taken
+// over (its UID is the one the webhook stamped on the pod: a StatefulSet pod coming
+// back) or a leftover, released and deleted. Both are decided on a fresh read, never
+// on a cached copy: a cached endpoint may have been deleted and recreated meanwhile.
+func (s *Service) adopt(ctx context.Context, pod *corev1.Pod, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (*v2beta1.SpiderEndpoint, bool, error) {
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	ep, err := s.endpoint(ctx, key)
+	if err != nil {
+		return nil, false, err
+	}
+	if ep == nil || ep.Status.Current.UID == string(pod.UID) {
+		return ep, false, nil
+	}
+	for range maxDecisions {
+		ep, err = s.freshEndpoint(ctx, key)
+		if err != nil {
+			return nil, false, err
+		}
+		if ep == nil || ep.Status.Current.UID == string(pod.UID) {
+			return ep, false, nil
+		}
+		stamp := pod.Annotations[annotations.EndpointUID]
+		var taken *v2beta1.SpiderEndpoint
+		if stamp != "" && stamp != annotations.NoEndpoint && stamp == string(ep.UID) {
+			taken, err = s.takeOver(ctx, pod, ep, network, pools)
+		} else {
+			err = s.discard(ctx, ep)
+		}
+		if errors.Is(err, errEndpointMoved) {
+			continue
+		}
+		return taken, taken != nil, err
+	}
+	return nil, false, errEndpointMoved
+}
+
+// takeOver moves a StatefulSet pod's predecessor's endpoint to the pod: each
+// interface whose pools did not change keeps its addresses (their pool records move
+// to the new pod UID first), the others are released and reallocated by their ADD.
+// Pools are written before the endpoint, so a crash in between is finished by the
+// next ADD: transfers are idempotent and the endpoint still names the old UID.
+func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.SpiderEndpoint, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (*v2beta1.SpiderEndpoint, error) {
+	oldUID := ep.Status.Current.UID
+	log := s.Log.WithValues("pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "previousUID", oldUID, "endpointUID", ep.UID)
+	ns := s.namespace(ctx, pod.Namespace)
+	ifs, _ := annotations.PodInterfaces(pod.Annotations, pod.Namespace)
+	var kept []v2beta1.IPAllocationDetail
+	var extra []string
+	for _, d := range ep.Status.Current.IPs {
+		for _, p := range []*string{d.IPv4Pool, d.IPv6Pool} {
+			if p != nil {
+				extra = append(extra, *p)
+			}
+		}
+		if !unchanged(pod, ns, ifs, d, network, pools) {
+			log.Info("interface's pools changed: releasing its addresses", "interface", d.Interface)
+			continue
+		}
+		owner := allocator.Owner{Pod: pod.Namespace + "/" + pod.Name, PodUID: string(pod.UID), Interface: d.Interface}
+		ok := true
+		for _, pair := range []struct{ addr, pool *string }{{d.IPv4, d.IPv4Pool}, {d.IPv6, d.IPv6Pool}} {
+			if pair.addr == nil || pair.pool == nil {
+				continue
+			}
+			pfx, err := netip.ParsePrefix(*pair.addr)
+			if err != nil {
+				ok = false
+				continue
+			}
+			res, err := s.Pools.Do(ctx, *pair.pool, allocator.Op{Kind: allocator.Transfer, Owner: owner, FromUID: oldUID, Addrs: []netip.Addr{pfx.Addr()}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, err
+			}
+			if err != nil || res[0].Err != nil {
+				// The pool no longer holds it for the predecessor (released by GC,
+				// pool gone): the interface's ADD allocates afresh.
+				ok = false
+			}
+		}
+		if ok {
+			log.Info("keeping interface's addresses", "interface", d.Interface, "ipv4", deref(d.IPv4), "ipv6", deref(d.IPv6))
+			kept = append(kept, d)
+		}
+	}
+	// Whatever the predecessor still holds was not kept.
+	if _, err := s.releaseAll(ctx, allocator.Owner{PodUID: oldUID}, extra...); err != nil {
+		return nil, err
+	}
+	upd := ep.DeepCopy() // carries ep's UID and resourceVersion: the write's preconditions
+	kind, name := controllerOf(pod)
+	upd.Status.Current = v2beta1.PodIPAllocation{UID: string(pod.UID), Node: s.Node, IPs: kept}
+	upd.Status.OwnerControllerType, upd.Status.OwnerControllerName = kind, name
+	setAttachments(upd, nil) // the old containers are gone; each ADD records its own
+	err := s.Client.Update(ctx, upd)
+	metrics.EndpointWrites.WithLabelValues("update", result(err)).Inc()
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil, errEndpointMoved
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.remember(client.ObjectKeyFromObject(upd), upd)
+	log.Info("took over SpiderEndpoint", "kept", len(kept), "of", len(ep.Status.Current.IPs))
+	return upd, nil
+}
+
+// unchanged reports whether an interface recorded for the predecessor still exists and
+// draws from the same pools. An interface whose pools come from defaults that only
+// its own CNI network knows is judged by its annotation-free choice: kept when that
+// choice still lists the pool.
+func unchanged(pod *corev1.Pod, ns *corev1.Namespace, ifs []annotations.Interface, d v2beta1.IPAllocationDetail, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) bool {
+	if d.Interface == "" {
+		return false // spiderpool's bug 1 record: not an interface of anything
+	}
+	exists := false
+	for _, i := range ifs {
+		exists = exists || i.Name == d.Interface
+	}
+	if !exists {
+		return false
+	}
+	choice, err := selection.Choose(pod, ns, d.Interface, network, pools)
+	if err != nil {
+		return false
+	}
+	if choice.Source != selection.SourcePod && choice.Source != selection.SourcePodSingle {
+		return true // defaults of a network this request does not describe: keep
+	}
+	same := func(addr, pool *string, list []string) bool {
+		if (addr != nil) != (len(list) > 0) {
+			return false
+		}
+		return addr == nil || (pool != nil && contains(list, *pool))
+	}
+	return same(d.IPv4, d.IPv4Pool, choice.IPv4) && same(d.IPv6, d.IPv6Pool, choice.IPv6)
+}
+
+// discard releases a leftover endpoint of another pod UID and deletes it, with its
+// UID and resourceVersion as preconditions.
+func (s *Service) discard(ctx context.Context, ep *v2beta1.SpiderEndpoint) error {
+	var extra []string
+	for _, d := range ep.Status.Current.IPs {
+		for _, p := range []*string{d.IPv4Pool, d.IPv6Pool} {
+			if p != nil {
+				extra = append(extra, *p)
+			}
+		}
+	}
+	if uid := ep.Status.Current.UID; uid != "" {
+		released, err := s.releaseAll(ctx, allocator.Owner{PodUID: uid}, extra...)
+		if err != nil {
+			return err
+		}
+		s.Log.Info("released leftover SpiderEndpoint of another pod UID", "endpoint", ep.Namespace+"/"+ep.Name, "previousUID", uid, "released", released)
+	}
+	uid, rv := ep.UID, ep.ResourceVersion
+	err := s.Client.Delete(ctx, ep, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	metrics.EndpointWrites.WithLabelValues("delete", result(err)).Inc()
+	switch {
+	case apierrors.IsConflict(err):
+		return errEndpointMoved
+	case err != nil && !apierrors.IsNotFound(err):
+		return err
+	}
+	s.remember(client.ObjectKeyFromObject(ep), nil)
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func equalEndpoint(a, b *v2beta1.SpiderEndpoint) bool {
+	return reflect.DeepEqual(a.Status, b.Status) && reflect.DeepEqual(a.Annotations, b.Annotations)
+}
