@@ -1,0 +1,390 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ns"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/api"
+)
+
+func TestAddPutsTheAddressOnTheInterfaceWithADefaultRoute(t *testing.T) {
+	defer dumpLog(t)
+	newPool(t, "gw-pool", "10.77.1.0/24", "10.77.1.1", "10.77.1.10-10.77.1.20")
+	nw := newNetwork(t, "gw-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"gw-pool"}})
+	p := newPod(t, "gw-a", nil)
+
+	r := nw.mustAdd(t, p)
+	addr := addressOf(t, r)
+	seen := p.observe(t)
+	if !slices.Contains(seen.addresses, addr) {
+		t.Errorf("the result says %s but %s in the pod holds %v", addr, podInterface, seen.addresses)
+	}
+	if !netip.MustParsePrefix("10.77.1.0/24").Contains(addr.Addr()) || addr.Bits() != 24 {
+		t.Errorf("address %s is not from gw-pool's subnet 10.77.1.0/24", addr)
+	}
+	if seen.defaultRoute != netip.MustParseAddr("10.77.1.1") {
+		t.Errorf("default route via %v, want via the pool's gateway 10.77.1.1", seen.defaultRoute)
+	}
+	got := allocations(t, "gw-pool")[addr.Addr().String()]
+	if got.Pod != testNamespace+"/gw-a" || got.PodUID != string(p.obj.UID) || got.Interface != podInterface {
+		t.Errorf("gw-pool records %s as %+v, want the pod %s/gw-a, its UID and %s", addr.Addr(), got, testNamespace, podInterface)
+	}
+}
+
+func TestCleanGatewayLeavesNoDefaultRoute(t *testing.T) {
+	defer dumpLog(t)
+	newPool(t, "clean-pool", "10.77.2.0/24", "10.77.2.1", "10.77.2.10-10.77.2.20")
+	nw := newNetwork(t, "clean-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"clean-pool"}, "clean_gateway": true})
+	p := newPod(t, "clean-a", nil)
+
+	r := nw.mustAdd(t, p)
+	addr := addressOf(t, r)
+	seen := p.observe(t)
+	if !slices.Contains(seen.addresses, addr) {
+		t.Errorf("the result says %s but %s in the pod holds %v", addr, podInterface, seen.addresses)
+	}
+	if seen.defaultRoute.IsValid() {
+		t.Errorf("clean_gateway is set but the pod has a default route via %s", seen.defaultRoute)
+	}
+	for _, ip := range r.IPs {
+		if ip.Gateway != nil {
+			t.Errorf("clean_gateway is set but the result carries gateway %s", ip.Gateway)
+		}
+	}
+}
+
+func TestCheckFailsOnceTheReservationIsGone(t *testing.T) {
+	defer dumpLog(t)
+	newPool(t, "check-pool", "10.77.3.0/24", "10.77.3.1", "10.77.3.10-10.77.3.20")
+	nw := newNetwork(t, "check-net", "1.0.0", map[string]any{"default_ipv4_ippool": []string{"check-pool"}})
+	p := newPod(t, "check-a", nil)
+	addr := addressOf(t, nw.mustAdd(t, p))
+
+	if err := nw.check(p); err != nil {
+		t.Fatalf("CHECK right after ADD: %v", err)
+	}
+	removeReservation(t, "check-pool", addr.Addr(), p)
+	var err error
+	eventually(t, "CHECK fails after the reservation was removed", func() (bool, string) {
+		err = nw.check(p)
+		return err != nil, "CHECK still passes"
+	})
+	if c := cniCode(err); c != 110 && c != 111 {
+		t.Errorf("CHECK failed with %v (code %d), want nicpool's reservation missing (110) or differs (111)", err, c)
+	}
+}
+
+func TestDelReleasesAndIsIdempotent(t *testing.T) {
+	defer dumpLog(t)
+	newPool(t, "del-pool", "10.77.4.0/24", "10.77.4.1", "10.77.4.10-10.77.4.20")
+	nw := newNetwork(t, "del-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"del-pool"}})
+	p := newPod(t, "del-a", nil)
+	addr := addressOf(t, nw.mustAdd(t, p)).Addr().String()
+	if _, ok := allocations(t, "del-pool")[addr]; !ok {
+		t.Fatalf("del-pool does not record %s after ADD", addr)
+	}
+
+	if err := nw.del(p); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	if p.hasInterface(t) {
+		t.Errorf("%s is still in the pod after DEL", podInterface)
+	}
+	if a, ok := allocations(t, "del-pool")[addr]; ok {
+		t.Errorf("del-pool still records %s for %+v after DEL", addr, a)
+	}
+	if err := nw.del(p); err != nil {
+		t.Errorf("second DEL: %v", err)
+	}
+
+	unknown := newPod(t, "del-never-added", nil)
+	rt := unknown.runtimeConf()
+	rt.NetNS = "" // as runtimes call DEL once the sandbox is gone
+	err := suite.node.do(func() error { return suite.cni.DelNetworkList(context.Background(), nw.list, rt) })
+	if err != nil {
+		t.Errorf("DEL of a container nicpool never saw: %v", err)
+	}
+}
+
+func TestGCReleasesExactlyTheAttachmentsThatAreNotValid(t *testing.T) {
+	defer dumpLog(t)
+	newPool(t, "gc-pool", "10.77.5.0/24", "10.77.5.1", "10.77.5.10-10.77.5.20")
+	nw := newNetwork(t, "gc-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"gc-pool"}})
+	pods := map[string]*pod{}
+	addrs := map[string]string{}
+	for _, name := range []string{"gc-a", "gc-b", "gc-c"} {
+		pods[name] = newPod(t, name, nil)
+		addrs[name] = addressOf(t, nw.mustAdd(t, pods[name])).Addr().String()
+	}
+	attachment := func(name string) types.GCAttachment {
+		return types.GCAttachment{ContainerID: pods[name].containerID, IfName: podInterface}
+	}
+	held := func(names ...string) func() (bool, string) {
+		return func() (bool, string) {
+			a := allocations(t, "gc-pool")
+			for _, name := range []string{"gc-a", "gc-b", "gc-c"} {
+				_, has := a[addrs[name]]
+				if has != slices.Contains(names, name) {
+					return false, fmt.Sprintf("gc-pool holds %v", a)
+				}
+			}
+			return true, ""
+		}
+	}
+
+	// nicpool's own GC verb, as a main plugin that forwards GC runs it. A runtime
+	// with no cached attachments leaves the decision entirely to the plugin.
+	fresh := libcni.NewCNIConfigWithCacheDir([]string{suite.binDir}, filepath.Join(suite.work, "gc-empty-cache"), nil)
+	err := suite.node.do(func() error {
+		return fresh.GCNetworkList(context.Background(), nw.ipamOnly(t), &libcni.GCArgs{ValidAttachments: []types.GCAttachment{attachment("gc-a"), attachment("gc-c")}})
+	})
+	if err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	eventually(t, "GC released gc-b only", held("gc-a", "gc-c"))
+	if err := nw.check(pods["gc-a"]); err != nil {
+		t.Errorf("CHECK of the valid gc-a after GC: %v", err)
+	}
+
+	// GC as a runtime issues it on the macvlan network: libcni deletes the cached
+	// attachments that are not valid, through macvlan and nicpool's DEL.
+	err = suite.node.do(func() error {
+		return suite.cni.GCNetworkList(context.Background(), nw.list, &libcni.GCArgs{ValidAttachments: []types.GCAttachment{attachment("gc-a")}})
+	})
+	if err != nil {
+		t.Fatalf("GC through the runtime's cache: %v", err)
+	}
+	eventually(t, "GC released everything but gc-a", held("gc-a"))
+	if pods["gc-c"].hasInterface(t) || !pods["gc-a"].hasInterface(t) {
+		t.Errorf("after GC gc-c must have lost %s and gc-a kept it", podInterface)
+	}
+}
+
+func TestStatusFailsWhenThePoolIsExhausted(t *testing.T) {
+	defer dumpLog(t)
+	newPool(t, "tiny-pool", "10.77.6.0/24", "10.77.6.1", "10.77.6.10-10.77.6.11")
+	nw := newNetwork(t, "tiny-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"tiny-pool"}})
+	eventually(t, "STATUS passes while tiny-pool has free addresses", func() (bool, string) {
+		err := nw.status()
+		return err == nil, fmt.Sprint(err)
+	})
+	a, b := newPod(t, "tiny-a", nil), newPod(t, "tiny-b", nil)
+	nw.mustAdd(t, a)
+	nw.mustAdd(t, b)
+
+	var err error
+	eventually(t, "STATUS fails once tiny-pool is full", func() (bool, string) {
+		err = nw.status()
+		return err != nil, "STATUS still passes"
+	})
+	if cniCode(err) != types.ErrPluginNotAvailable {
+		t.Errorf("STATUS of an exhausted network: %v, want code %d", err, types.ErrPluginNotAvailable)
+	}
+	c := newPod(t, "tiny-c", nil)
+	if _, err := nw.add(c); cniCode(err) != api.CodePoolExhausted {
+		t.Errorf("ADD into a full pool: %v, want code %d", err, api.CodePoolExhausted)
+	}
+	if len(allocations(t, "tiny-pool")) != 2 {
+		t.Errorf("a failed ADD changed tiny-pool: %v", allocations(t, "tiny-pool"))
+	}
+	// Runtimes follow a failed ADD with DEL. macvlan v1.10.0 leaves its link behind
+	// when IPAM fails (its cleanup checks a shadowed error), so this DEL is what
+	// cleans the pod up; nicpool must let it succeed.
+	if err := nw.del(c); err != nil {
+		t.Errorf("DEL after the failed ADD: %v", err)
+	}
+	if c.hasInterface(t) {
+		t.Errorf("%s is still in the pod after ADD failed and DEL ran", podInterface)
+	}
+
+	if err := nw.del(a); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	eventually(t, "STATUS passes again once an address is free", func() (bool, string) {
+		err := nw.status()
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+func TestWhileIPAMDIsDown(t *testing.T) {
+	defer dumpLog(t)
+	newPool(t, "down-pool", "10.77.7.0/24", "10.77.7.1", "10.77.7.10-10.77.7.20")
+	nw := newNetwork(t, "down-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"down-pool"}})
+	p := newPod(t, "down-a", nil)
+	addr := addressOf(t, nw.mustAdd(t, p)).Addr().String()
+
+	suite.ipamd.stop()
+	restarted := false
+	defer func() {
+		if !restarted {
+			if err := suite.ipamd.start(); err != nil {
+				t.Errorf("restart ipamd: %v", err)
+			}
+		}
+	}()
+
+	if err := nw.status(); cniCode(err) != types.ErrPluginNotAvailable {
+		t.Errorf("STATUS with ipamd down: %v, want code %d", err, types.ErrPluginNotAvailable)
+	}
+	q := newPod(t, "down-b", nil)
+	if _, err := nw.add(q); cniCode(err) != types.ErrTryAgainLater {
+		t.Errorf("ADD with ipamd down: %v, want code %d (try again later)", err, types.ErrTryAgainLater)
+	}
+	if err := nw.del(p); cniCode(err) != types.ErrTryAgainLater {
+		t.Errorf("DEL with ipamd down: %v, want the retryable code %d", err, types.ErrTryAgainLater)
+	}
+	if _, ok := allocations(t, "down-pool")[addr]; !ok {
+		t.Errorf("down-pool lost %s while ipamd was down", addr)
+	}
+
+	restarted = true
+	if err := suite.ipamd.start(); err != nil {
+		t.Fatalf("restart ipamd: %v", err)
+	}
+	eventually(t, "the runtime's retried DEL succeeds once ipamd is back", func() (bool, string) {
+		err := nw.del(p)
+		return err == nil, fmt.Sprint(err)
+	})
+	if a, ok := allocations(t, "down-pool")[addr]; ok {
+		t.Errorf("down-pool still records %s for %+v after DEL", addr, a)
+	}
+}
+
+func TestEachCNIVersion(t *testing.T) {
+	defer dumpLog(t)
+	newPool(t, "ver-pool", "10.77.8.0/24", "10.77.8.1", "10.77.8.10-10.77.8.30")
+	for i, v := range []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
+		t.Run(v, func(t *testing.T) {
+			nw := newNetwork(t, fmt.Sprintf("ver-net-%d", i), v, map[string]any{"default_ipv4_ippool": []string{"ver-pool"}})
+			p := newPod(t, fmt.Sprintf("ver-%d", i), nil)
+			res, err := nw.add(p)
+			if err != nil {
+				t.Fatalf("ADD: %v", err)
+			}
+			if res.Version() != v {
+				t.Errorf("result version %s, want %s", res.Version(), v)
+			}
+			r, err := current.NewResultFromResult(res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := addressOf(t, r)
+			if seen := p.observe(t); !slices.Contains(seen.addresses, addr) || seen.defaultRoute != netip.MustParseAddr("10.77.8.1") {
+				t.Errorf("pod sees %+v, want %s and a default route via 10.77.8.1", seen, addr)
+			}
+			if v != "0.3.1" { // CHECK exists from 0.4.0 on
+				if err := nw.check(p); err != nil {
+					t.Errorf("CHECK: %v", err)
+				}
+			}
+			if err := nw.status(); err != nil { // a no-op before 1.1.0
+				t.Errorf("STATUS: %v", err)
+			}
+			if err := nw.del(p); err != nil {
+				t.Fatalf("DEL: %v", err)
+			}
+			if _, ok := allocations(t, "ver-pool")[addr.Addr().String()]; ok {
+				t.Errorf("ver-pool still records %s after DEL", addr.Addr())
+			}
+			if err := nw.del(p); err != nil {
+				t.Errorf("second DEL: %v", err)
+			}
+		})
+	}
+}
+
+func TestTwoPodsOnOneParentTalkTCP(t *testing.T) {
+	defer dumpLog(t)
+	newPool(t, "tcp-pool", "10.77.9.0/24", "10.77.9.1", "10.77.9.10-10.77.9.20")
+	nw := newNetwork(t, "tcp-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"tcp-pool"}})
+	server, clientPod := newPod(t, "tcp-server", nil), newPod(t, "tcp-client", nil)
+	serverAddr := addressOf(t, nw.mustAdd(t, server)).Addr()
+	nw.mustAdd(t, clientPod)
+
+	var ln net.Listener
+	err := server.netns.Do(func(ns.NetNS) (err error) {
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(serverAddr, 0).String())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listen in tcp-server on %s: %v", serverAddr, err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		_, _ = c.Write([]byte("echo " + line))
+	}()
+
+	var reply string
+	err = clientPod.netns.Do(func(ns.NetNS) error {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("hello\n")); err != nil {
+			return err
+		}
+		reply, err = bufio.NewReader(c).ReadString('\n')
+		return err
+	})
+	if err != nil {
+		t.Fatalf("tcp-client → %s: %v", ln.Addr(), err)
+	}
+	if reply != "echo hello\n" {
+		t.Errorf("tcp-server answered %q", reply)
+	}
+}
+
+// removeReservation releases the pod's address behind ipamd's back, as an operator
+// editing the pool (or a buggy controller) would: from the pool's status and from the
+// pod's SpiderEndpoint.
+func removeReservation(t *testing.T, pool string, addr netip.Addr, p *pod) {
+	t.Helper()
+	ctx := context.Background()
+	c := suite.env.Client
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var obj v2beta1.SpiderIPPool
+		if err := c.Get(ctx, client.ObjectKey{Name: pool}, &obj); err != nil {
+			return err
+		}
+		delete(obj.Status.AllocatedIPs, addr.String())
+		obj.Status.AllocatedIPCount = ptr.To(int64(len(obj.Status.AllocatedIPs)))
+		return c.Status().Update(ctx, &obj)
+	})
+	if err != nil {
+		t.Fatalf("remove %s from pool %s: %v", addr, pool, err)
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var ep v2beta1.SpiderEndpoint
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p.obj), &ep); err != nil {
+			return err
+		}
+		ep.Status.Current.IPs = slices.DeleteFunc(ep.Status.Current.IPs, func(d v2beta1.IPAllocationDetail) bool { return d.Interface == podInterface })
+		return c.Update(ctx, &ep)
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("remove %s from the SpiderEndpoint of %s: %v", podInterface, p.obj.Name, err)
+	}
+}

@@ -1,0 +1,108 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nicpool/nicpool/e2e/testenv"
+)
+
+const (
+	// nodeName is the node the test pods are bound to and ipamd serves.
+	nodeName = "cni-node"
+	// testNamespace holds the test pods.
+	testNamespace = "cni-test"
+)
+
+// suite is what every test shares: one control plane, one ipamd, one node, one plugin
+// directory (DEVELOPERS.md: one control plane per test package).
+var suite struct {
+	env     *testenv.Env
+	ipamd   *ipamd
+	node    *node
+	cni     *libcni.CNIConfig
+	binDir  string
+	logFile string
+	work    string
+}
+
+func TestMain(m *testing.M) {
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// run sets the suite up, runs the tests and tears everything down, whatever fails.
+func run(m *testing.M) (int, error) {
+	work, err := os.MkdirTemp("", "nicpool-cni-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(work)
+	suite.work = work
+	suite.binDir = filepath.Join(work, "bin")
+	suite.logFile = filepath.Join(work, "log", "nicpool-cni.log")
+	if err := installPlugins(suite.binDir); err != nil {
+		return 0, err
+	}
+	suite.cni = libcni.NewCNIConfigWithCacheDir([]string{suite.binDir}, filepath.Join(work, "cache"), nil)
+
+	env, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		return 0, err
+	}
+	defer env.Stop()
+	suite.env = env
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		return 0, fmt.Errorf("create namespace %s: %w", testNamespace, err)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
+	if err := env.Client.Create(context.Background(), node); err != nil {
+		return 0, fmt.Errorf("create node %s: %w", nodeName, err)
+	}
+
+	suite.node, err = newNode()
+	if err != nil {
+		return 0, err
+	}
+	defer suite.node.close()
+
+	suite.ipamd, err = startIPAMD(work, env)
+	if err != nil {
+		return 0, err
+	}
+	defer suite.ipamd.stop()
+
+	return m.Run(), nil
+}
+
+// installPlugins puts the plugins a runtime would find in its CNI bin directory: the
+// nicpool binary built from this checkout and the real macvlan plugin from bin/.
+func installPlugins(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	root := testenv.RepoRoot()
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "nicpool"), "./cmd/nicpool")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the nicpool plugin: %w\n%s", err, out)
+	}
+	macvlan := filepath.Join(root, "bin", "macvlan")
+	if _, err := os.Stat(macvlan); err != nil {
+		return fmt.Errorf("the macvlan plugin is missing from bin/ (built by hack/tools): %w", err)
+	}
+	return os.Symlink(macvlan, filepath.Join(dir, "macvlan"))
+}
