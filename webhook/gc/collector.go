@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -41,6 +42,11 @@ const (
 	DefaultTerminatingGrace = 30 * time.Second
 	DefaultDebounce         = time.Second
 )
+
+// conflictBackoff paces the retries of a pool write after 409 Conflicts. ipamd writes
+// the same pools in bursts, so it allows more attempts than client-go's DefaultRetry;
+// when it runs out, the pass fails and is retried by the controller.
+var conflictBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.5, Cap: time.Second}
 
 // liveListThreshold: with more pods to confirm in one namespace than this, one live
 // LIST of the namespace is cheaper than a GET per pod.
@@ -352,7 +358,7 @@ func (c *Collector) releaseFromPool(ctx context.Context, cached *v2beta1.SpiderI
 	pool := cached.DeepCopy()
 	var done []Release
 	attempt := 0
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		if attempt++; attempt > 1 {
 			writeConflictsTotal.Inc()
 			fresh := &v2beta1.SpiderIPPool{}
