@@ -33,7 +33,7 @@ func startIPAMD(work string, env *testenv.Env) (*ipamd, error) {
 	d := &ipamd{
 		socket: filepath.Join(work, "run", "ipamd.sock"),
 		env:    env,
-		log: funcr.NewJSON(func(obj string) { fmt.Fprintln(logFile, obj) }, funcr.Options{Verbosity: 1}),
+		log:    funcr.NewJSON(func(obj string) { fmt.Fprintln(logFile, obj) }, funcr.Options{Verbosity: 1}),
 	}
 	return d, d.start()
 }
