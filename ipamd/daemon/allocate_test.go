@@ -1,0 +1,284 @@
+package daemon_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/daemon"
+)
+
+// Five nodes allocate for 500 pods at once from one pool of exactly 500 addresses:
+// every pod gets one address, none twice, and the pool's counts match; after every
+// pod's DEL the pool is empty and no endpoint is left.
+func TestFiveNodesFillPoolOfExactly500(t *testing.T) {
+	const nodes, pods = 5, 500
+	ctx := context.Background()
+	createNamespace(t, "fill")
+	createPool(t, "fill-500", "10.50.0.0/16", []string{"10.50.0.1-10.50.1.244"}) // 500 addresses
+	var ds []*daemon.Daemon
+	for i := range nodes {
+		d, _ := startDaemon(t, fmt.Sprintf("fill-node-%d", i))
+		ds = append(ds, d)
+	}
+	ps := make([]*corev1.Pod, pods)
+	parallel(pods, func(i int) {
+		ps[i] = createPod(t, "fill", fmt.Sprintf("pod-%d", i), fmt.Sprintf("fill-node-%d", i%nodes),
+			withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["fill-500"]}]`))
+	})
+	got := make([]string, pods)
+	errs := make([]error, pods)
+	parallel(pods, func(i int) {
+		r, err := ds[i%nodes].Service.Allocate(ctx, addReq(ps[i], "eth0", fmt.Sprintf("c-%d", i)))
+		errs[i] = err
+		if err == nil {
+			got[i] = strings.Join(addresses(r), ",")
+		}
+	})
+	seen := map[string]int{}
+	for i := range pods {
+		if errs[i] != nil {
+			t.Errorf("pod %d: %v", i, errs[i])
+			continue
+		}
+		if prev, dup := seen[got[i]]; dup {
+			t.Errorf("address %s given to pods %d and %d", got[i], prev, i)
+		}
+		seen[got[i]] = i
+	}
+	p := getPool(t, "fill-500")
+	if len(seen) != pods || len(p.Status.AllocatedIPs) != pods || *p.Status.AllocatedIPCount != pods || *p.Status.TotalIPCount != pods {
+		t.Errorf("%d pods got addresses; pool records %d, allocatedIPCount %d, totalIPCount %d; want all %d",
+			len(seen), len(p.Status.AllocatedIPs), *p.Status.AllocatedIPCount, *p.Status.TotalIPCount, pods)
+	}
+	// The 501st pod is refused with the pool and its counts named.
+	extra := createPod(t, "fill", "pod-extra", "fill-node-0", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["fill-500"]}]`))
+	_, err := ds[0].Service.Allocate(ctx, addReq(extra, "eth0", "c-extra"))
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodePoolExhausted || !strings.Contains(ae.Error(), "pool fill-500 has no free IPv4 address: 500 allocated of 500 allocatable") {
+		t.Errorf("ADD on a full pool: %v", err)
+	}
+	checkInvariants(t, false)
+
+	deletePod(t, extra)
+	parallel(pods, func(i int) {
+		deletePod(t, ps[i])
+		if _, err := ds[i%nodes].Service.Release(ctx, delReq(ps[i], "eth0", fmt.Sprintf("c-%d", i))); err != nil {
+			t.Errorf("DEL pod %d: %v", i, err)
+		}
+	})
+	p = getPool(t, "fill-500")
+	var eps v2beta1.SpiderEndpointList
+	if err := env.Client.List(ctx, &eps); err != nil {
+		t.Fatal(err)
+	}
+	left := 0
+	for _, ep := range eps.Items {
+		if ep.Namespace == "fill" {
+			left++
+		}
+	}
+	if len(p.Status.AllocatedIPs) != 0 || *p.Status.AllocatedIPCount != 0 || left != 0 {
+		t.Errorf("after DEL of every pod: %d records, count %d, %d endpoints left", len(p.Status.AllocatedIPs), *p.Status.AllocatedIPCount, left)
+	}
+	checkInvariants(t, true)
+}
+
+// Spiderpool bug 2: retries of ADD for one (pod, interface), one after the other and
+// at once, return the same address and never take a second one.
+func TestRetriesNeverTakeASecondAddress(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "retry")
+	createPool(t, "retry-v4", "10.51.0.0/16", []string{"10.51.0.1-10.51.0.10"})
+	createPool(t, "retry-v6", "fd00:51::/64", []string{"fd00:51::1-fd00:51::10"})
+	d, _ := startDaemon(t, "retry-node")
+	pod := createPod(t, "retry", "app-0", "retry-node",
+		withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["retry-v4"],"ipv6":["retry-v6"]}]`))
+	first, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.IPs) != 2 {
+		t.Fatalf("dual-stack ADD got %v", addresses(first))
+	}
+	for range 3 {
+		again, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "c1"))
+		if err != nil || strings.Join(addresses(again), ",") != strings.Join(addresses(first), ",") {
+			t.Fatalf("retry got %v (%v), want %v", addresses(again), err, addresses(first))
+		}
+	}
+	parallel(10, func(int) {
+		again, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "c1"))
+		if err != nil || strings.Join(addresses(again), ",") != strings.Join(addresses(first), ",") {
+			t.Errorf("concurrent retry got %v (%v), want %v", addresses(again), err, addresses(first))
+		}
+	})
+	for _, pool := range []string{"retry-v4", "retry-v6"} {
+		if n := len(getPool(t, pool).Status.AllocatedIPs); n != 1 {
+			t.Errorf("pool %s holds %d addresses after retries, want 1", pool, n)
+		}
+	}
+	ep := getEndpoint(t, "retry", "app-0")
+	if ep == nil || len(ep.Status.Current.IPs) != 1 || ep.Status.Current.IPs[0].Interface != "eth0" || ep.Status.Current.UID != string(pod.UID) {
+		t.Errorf("endpoint %+v", ep)
+	}
+	// A DEL, repeated, releases once and then succeeds with nothing.
+	r1, err := d.Service.Release(ctx, delReq(pod, "eth0", "c1"))
+	if err != nil || len(r1.Released) != 2 {
+		t.Errorf("DEL released %v (%v)", r1, err)
+	}
+	r2, err := d.Service.Release(ctx, delReq(pod, "eth0", "c1"))
+	if err != nil || len(r2.Released) != 0 {
+		t.Errorf("repeated DEL released %v (%v)", r2, err)
+	}
+	if getEndpoint(t, "retry", "app-0") != nil {
+		t.Error("endpoint left after its last interface's DEL")
+	}
+	// An unknown pod or container succeeds.
+	if _, err := d.Service.Release(ctx, &api.ReleaseRequest{Attachment: api.Attachment{ContainerID: "x", Interface: "eth0"}, Pod: api.Pod{Namespace: "retry", Name: "nobody"}}); err != nil {
+		t.Errorf("DEL of an unknown pod: %v", err)
+	}
+	checkInvariants(t, false)
+}
+
+// Two interfaces drawing from one pool get two addresses; each interface is one entry
+// of the endpoint, named.
+func TestTwoInterfacesFromOnePool(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "twonic")
+	createPool(t, "twonic", "10.52.0.0/16", []string{"10.52.0.1-10.52.0.10"})
+	d, _ := startDaemon(t, "twonic-node")
+	pod := createPod(t, "twonic", "app", "twonic-node", withAnnotations(
+		annotations.MultusNetworks, "macvlan",
+		annotations.IPPools, `[{"ipv4":["twonic"]},{"ipv4":["twonic"]}]`)) // unnamed: eth0, net1
+	a, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := d.Service.Allocate(ctx, addReq(pod, "net1", "c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addresses(a)[0] == addresses(b)[0] {
+		t.Errorf("both interfaces got %s", addresses(a)[0])
+	}
+	ep := getEndpoint(t, "twonic", "app")
+	if ep == nil || len(ep.Status.Current.IPs) != 2 || ep.Status.Current.IPs[0].Interface != "eth0" || ep.Status.Current.IPs[1].Interface != "net1" {
+		t.Errorf("endpoint %+v", ep)
+	}
+	checkInvariants(t, false)
+}
+
+// I7: a dual-stack interface whose IPv6 pool is exhausted fails alone; the IPv4
+// address it took is given back, and the pools of the pod's other interface are
+// untouched.
+func TestExhaustionOnOneInterfaceLeavesOtherPoolsUntouched(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "exh")
+	createPool(t, "exh-eth0", "10.53.0.0/16", []string{"10.53.0.1-10.53.0.10"})
+	createPool(t, "exh-net1-v4", "10.54.0.0/16", []string{"10.54.0.1-10.54.0.10"})
+	createPool(t, "exh-net1-v6", "fd00:54::/64", []string{"fd00:54::1"})
+	d, _ := startDaemon(t, "exh-node")
+	sel := `[{"interface":"eth0","ipv4":["exh-eth0"]},{"interface":"net1","ipv4":["exh-net1-v4"],"ipv6":["exh-net1-v6"]}]`
+	hog := createPod(t, "exh", "hog", "exh-node", withAnnotations(annotations.MultusNetworks, "macvlan", annotations.IPPools, sel))
+	if _, err := d.Service.Allocate(ctx, addReq(hog, "net1", "h")); err != nil {
+		t.Fatal(err)
+	}
+	pod := createPod(t, "exh", "app", "exh-node", withAnnotations(annotations.MultusNetworks, "macvlan", annotations.IPPools, sel))
+	if _, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "c")); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]int{}
+	for _, n := range []string{"exh-eth0", "exh-net1-v4", "exh-net1-v6"} {
+		before[n] = len(getPool(t, n).Status.AllocatedIPs)
+	}
+	_, err := d.Service.Allocate(ctx, addReq(pod, "net1", "c"))
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodePoolExhausted || !strings.Contains(ae.Error(), "pool exh-net1-v6 has no free IPv6 address: 1 allocated of 1 allocatable") {
+		t.Fatalf("ADD of net1: %v; want exhaustion naming exh-net1-v6 and its counts", err)
+	}
+	for n, want := range before {
+		if got := len(getPool(t, n).Status.AllocatedIPs); got != want {
+			t.Errorf("pool %s holds %d addresses after the failed ADD, had %d", n, got, want)
+		}
+	}
+	// The failure is told on the pod, where its owner looks.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var events corev1.EventList
+		if err := env.Client.List(ctx, &events, client.InNamespace("exh")); err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == "app" && e.Reason == "AllocationFailed" && strings.Contains(e.Message, "exh-net1-v6") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("no AllocationFailed event on pod exh/app: %v", err)
+	}
+	checkInvariants(t, false)
+}
+
+// Pools are tried in the user's order, skipping ineligible ones; with no annotation
+// the namespace's, then the network's, then the cluster's default pools apply.
+func TestPoolChoiceAndFallbacks(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "choice")
+	createPool(t, "choice-disabled", "10.55.0.0/16", []string{"10.55.0.1-10.55.0.5"}, func(p *v2beta1.SpiderIPPool) { p.Spec.Disable = ptr(true) })
+	createPool(t, "choice-othernode", "10.56.0.0/16", []string{"10.56.0.1-10.56.0.5"}, func(p *v2beta1.SpiderIPPool) { p.Spec.NodeName = []string{"elsewhere"} })
+	createPool(t, "choice-full", "10.57.0.0/16", []string{"10.57.0.1"})
+	createPool(t, "choice-ok", "10.58.0.0/16", []string{"10.58.0.1-10.58.0.5"}, func(p *v2beta1.SpiderIPPool) { p.Spec.Gateway = ptr("10.58.0.1") })
+	createPool(t, "choice-net", "10.59.0.0/16", []string{"10.59.0.1-10.59.0.5"})
+	d, _ := startDaemon(t, "choice-node")
+	hog := createPod(t, "choice", "hog", "choice-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["choice-full"]}]`))
+	if _, err := d.Service.Allocate(ctx, addReq(hog, "eth0", "h")); err != nil {
+		t.Fatal(err)
+	}
+	pod := createPod(t, "choice", "app", "choice-node",
+		withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["choice-disabled","choice-othernode","choice-full","choice-ok"]}]`))
+	r, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.IPs[0].Pool != "choice-ok" || r.IPs[0].Address != "10.58.0.2/16" || r.IPs[0].Gateway != "10.58.0.1" {
+		t.Errorf("got %+v, want 10.58.0.2/16 from choice-ok with its gateway", r.IPs[0])
+	}
+	// No annotation: the CNI network's default pools.
+	plain := createPod(t, "choice", "plain", "choice-node")
+	req := addReq(plain, "eth0", "c")
+	req.Network.DefaultIPv4Pools = []string{"choice-net"}
+	r, err = d.Service.Allocate(ctx, req)
+	if err != nil || r.IPs[0].Pool != "choice-net" {
+		t.Errorf("network default: %+v %v", r, err)
+	}
+	// Nothing eligible: refused with the reasons.
+	bad := createPod(t, "choice", "bad", "choice-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["choice-disabled","choice-othernode"]}]`))
+	_, err = d.Service.Allocate(ctx, addReq(bad, "eth0", "c"))
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeNoPool || !strings.Contains(ae.Error(), "spec.disable") || !strings.Contains(ae.Error(), "spec.nodeName") {
+		t.Errorf("ineligible pools: %v", err)
+	}
+	checkInvariants(t, false)
+}
+
+func mustAddr(t testing.TB, cidr string) netip.Addr {
+	t.Helper()
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Addr()
+}
