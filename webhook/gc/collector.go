@@ -227,12 +227,17 @@ func (c *Collector) confirm(ctx context.Context, snap Snapshot, policy Policy, p
 	for _, e := range again.Endpoints {
 		agreed[e.key()] = e.Reason
 	}
+	logger := log.FromContext(ctx)
 	out := Plan{Recheck: plan.Recheck}
 	for _, r := range plan.Releases {
-		if reason, ok := agreed[r.key()]; ok {
-			r.Reason = reason
-			out.Releases = append(out.Releases, r)
+		reason, ok := agreed[r.key()]
+		if !ok {
+			logger.V(1).Info("kept address: the API server disagrees with the cache", "pod", r.Holder.Pod,
+				"podUID", r.Holder.PodUID, "interface", r.Holder.Interface, "pool", r.Pool, "address", r.Address)
+			continue
 		}
+		r.Reason = reason
+		out.Releases = append(out.Releases, r)
 	}
 	for _, e := range plan.Endpoints {
 		if reason, ok := agreed[e.key()]; ok {

@@ -1,7 +1,9 @@
 package gc_test
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -206,6 +208,51 @@ var _ = Describe("garbage collector", func() {
 		})
 	})
 
+	It("keeps the address of a pod the cache has not seen yet", func() {
+		pool, addr := newPool("unseen-" + ns)
+		pod := runningPod(ns, "new")
+		hold(pool.Name, map[string]v2beta1.PoolIPAllocation{addr(1): holder(pod, "eth0")})
+		recordEndpoint(pod, "None", "", map[string]string{"eth0": addr(1)})
+
+		lagging := laggingCache{Client: k8s, hidePods: map[types.UID]bool{pod.UID: true}}
+		res, err := gc.RunOnce(ctx, lagging, k8s)
+
+		Expect(err).NotTo(HaveOccurred())
+		Expect(inNamespace(res, ns)).To(BeEmpty(), "the live read finds the pod")
+		Expect(allocated(pool.Name)).To(HaveKeyWithValue(addr(1), holder(pod, "eth0")))
+		Expect(endpointExists(ns, "new")()).To(BeTrue())
+	})
+
+	It("keeps an ordinal the cache believes scaled away while the API server says it returns", func() {
+		pool, addr := newPool("stale-sts-" + ns)
+		set := &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+			Spec: appsv1.StatefulSetSpec{
+				Replicas: ptr.To[int32](2),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
+				},
+			},
+		}
+		Expect(k8s.Create(ctx, set)).To(Succeed())
+		db1 := runningPod(ns, "db-1", ownedBy(set))
+		hold(pool.Name, map[string]v2beta1.PoolIPAllocation{addr(1): holder(db1, "eth0")})
+		recordEndpoint(db1, "StatefulSet", "db", map[string]string{"eth0": addr(1)})
+		Expect(k8s.Delete(ctx, db1)).To(Succeed()) // between delete and re-create
+
+		before := set.DeepCopy()
+		before.Spec.Replicas = ptr.To[int32](1) // the cache has not seen the scale-up yet
+		lagging := laggingCache{Client: k8s, staleSets: map[string]*appsv1.StatefulSet{"db": before}}
+		res, err := gc.RunOnce(ctx, lagging, k8s)
+
+		Expect(err).NotTo(HaveOccurred())
+		Expect(inNamespace(res, ns)).To(BeEmpty(), "the live read finds replicas 2")
+		Expect(allocated(pool.Name)).To(HaveKeyWithValue(addr(1), holder(db1, "eth0")))
+		Expect(endpointExists(ns, "db-1")()).To(BeTrue())
+	})
+
 	It("never releases a live pod's address while pods churn", func() {
 		pool, addr := newPool("churn-" + ns)
 		const pods = 60
@@ -345,4 +392,30 @@ func keys(m map[string]bool) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// laggingCache is a snapshot reader that has not caught up with the API server yet: it
+// hides some pods and shows some StatefulSets as they were. Everything else, and every
+// write, goes to the real API server.
+type laggingCache struct {
+	client.Client
+	hidePods  map[types.UID]bool
+	staleSets map[string]*appsv1.StatefulSet
+}
+
+func (l laggingCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := l.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	switch list := list.(type) {
+	case *corev1.PodList:
+		list.Items = slices.DeleteFunc(list.Items, func(p corev1.Pod) bool { return l.hidePods[p.UID] })
+	case *appsv1.StatefulSetList:
+		for i, s := range list.Items {
+			if stale, ok := l.staleSets[s.Name]; ok {
+				list.Items[i] = *stale
+			}
+		}
+	}
+	return nil
 }
