@@ -15,10 +15,12 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/ipamd/api"
 )
@@ -386,5 +388,61 @@ func removeReservation(t *testing.T, pool string, addr netip.Addr, p *pod) {
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Fatalf("remove %s from the SpiderEndpoint of %s: %v", podInterface, p.obj.Name, err)
+	}
+}
+
+func TestAddInstallsPoolAndPodRoutesOfThisInterface(t *testing.T) {
+	defer dumpLog(t)
+	createPool(t, &v2beta1.SpiderIPPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "route-pool"},
+		Spec: v2beta1.IPPoolSpec{
+			IPVersion: ptr.To(v2beta1.IPv4),
+			Subnet:    "10.77.10.0/24",
+			IPs:       []string{"10.77.10.10-10.77.10.20"},
+			Routes:    []v2beta1.Route{{Dst: "172.30.0.0/16", Gw: "10.77.10.254"}},
+		},
+	}, "10.77.10.1")
+	nw := newNetwork(t, "route-net", "1.0.0", map[string]any{"default_ipv4_ippool": []string{"route-pool"}})
+	// The second route's gateway is in no subnet of net1: it belongs to another
+	// interface of the pod and must not appear on this one.
+	p := newPod(t, "route-a", map[string]string{
+		annotations.Routes: `[{"dst":"172.31.0.0/16","gw":"10.77.10.253"},{"dst":"172.29.0.0/16","gw":"10.99.0.1"}]`,
+	})
+	nw.mustAdd(t, p)
+
+	seen := p.observe(t)
+	slices.Sort(seen.routes)
+	want := []string{"172.30.0.0/16 via 10.77.10.254", "172.31.0.0/16 via 10.77.10.253"}
+	if !slices.Equal(seen.routes, want) {
+		t.Errorf("routes through %s: %v, want %v", podInterface, seen.routes, want)
+	}
+	if seen.defaultRoute != netip.MustParseAddr("10.77.10.1") {
+		t.Errorf("default route via %v, want via 10.77.10.1", seen.defaultRoute)
+	}
+}
+
+func TestDualStack(t *testing.T) {
+	defer dumpLog(t)
+	newPool(t, "ds-v4", "10.77.11.0/24", "10.77.11.1", "10.77.11.10-10.77.11.20")
+	newPool(t, "ds-v6", "fd77:11::/64", "fd77:11::1", "fd77:11::10-fd77:11::20")
+	nw := newNetwork(t, "ds-net", "1.1.0", map[string]any{"default_ipv4_ippool": "ds-v4", "default_ipv6_ippool": []string{"ds-v6"}})
+	p := newPod(t, "ds-a", nil)
+	r := nw.mustAdd(t, p)
+	if len(r.IPs) != 2 {
+		t.Fatalf("result has %d addresses, want one IPv4 and one IPv6: %v", len(r.IPs), r)
+	}
+	seen := p.observe(t)
+	for _, ip := range r.IPs {
+		a, _ := netip.AddrFromSlice(ip.Address.IP)
+		ones, _ := ip.Address.Mask.Size()
+		if pfx := netip.PrefixFrom(a.Unmap(), ones); !slices.Contains(seen.addresses, pfx) {
+			t.Errorf("the result says %s but the pod holds %v", pfx, seen.addresses)
+		}
+	}
+	if seen.defaultRoute != netip.MustParseAddr("10.77.11.1") || seen.defaultRoute6 != netip.MustParseAddr("fd77:11::1") {
+		t.Errorf("default routes via %v and %v, want via 10.77.11.1 and fd77:11::1", seen.defaultRoute, seen.defaultRoute6)
+	}
+	if err := nw.check(p); err != nil {
+		t.Errorf("CHECK of a dual-stack interface: %v", err)
 	}
 }

@@ -230,11 +230,14 @@ func (n *network) status() error {
 	})
 }
 
-// observed is what a user sees inside the pod: the interface's addresses and whether
-// a default route leaves through it.
+// observed is what a user sees inside the pod: the interface's addresses and the
+// routes that leave through it.
 type observed struct {
-	addresses    []netip.Prefix
-	defaultRoute netip.Addr // gateway of the IPv4 default route; invalid when none
+	addresses     []netip.Prefix
+	defaultRoute  netip.Addr // gateway of the IPv4 default route; invalid when none
+	defaultRoute6 netip.Addr // gateway of the IPv6 default route; invalid when none
+	// routes are the other routes with a gateway, as "dst via gw".
+	routes []string
 }
 
 func (p *pod) observe(t *testing.T) observed {
@@ -257,14 +260,23 @@ func (p *pod) observe(t *testing.T) observed {
 			ones, _ := a.Mask.Size()
 			o.addresses = append(o.addresses, netip.PrefixFrom(ip.Unmap(), ones))
 		}
-		routes, err := netlink.RouteList(link, netlink.FAMILY_V4)
+		routes, err := netlink.RouteList(link, netlink.FAMILY_ALL)
 		if err != nil {
 			return err
 		}
 		for _, r := range routes {
-			if r.Dst == nil || r.Dst.String() == "0.0.0.0/0" {
-				o.defaultRoute, _ = netip.AddrFromSlice(r.Gw)
-				o.defaultRoute = o.defaultRoute.Unmap()
+			gw, _ := netip.AddrFromSlice(r.Gw)
+			gw = gw.Unmap()
+			if !gw.IsValid() {
+				continue
+			}
+			switch {
+			case r.Dst == nil && gw.Is4(), r.Dst != nil && r.Dst.String() == "0.0.0.0/0":
+				o.defaultRoute = gw
+			case r.Dst == nil, r.Dst.String() == "::/0":
+				o.defaultRoute6 = gw
+			default:
+				o.routes = append(o.routes, r.Dst.String()+" via "+gw.String())
 			}
 		}
 		return nil
@@ -294,17 +306,27 @@ func (p *pod) hasInterface(t *testing.T) bool {
 	return found
 }
 
-// newPool creates an IPv4 pool with the given addresses and gateway.
+// newPool creates a pool with the given addresses and gateway; its IP version follows
+// the subnet.
 func newPool(t *testing.T, name, subnet, gateway string, ips ...string) *v2beta1.SpiderIPPool {
 	t.Helper()
-	pool := &v2beta1.SpiderIPPool{
+	version := v2beta1.IPv4
+	if netip.MustParsePrefix(subnet).Addr().Is6() {
+		version = v2beta1.IPv6
+	}
+	return createPool(t, &v2beta1.SpiderIPPool{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v2beta1.IPPoolSpec{
-			IPVersion: ptr.To(v2beta1.IPv4),
+			IPVersion: ptr.To(version),
 			Subnet:    subnet,
 			IPs:       ips,
 		},
-	}
+	}, gateway)
+}
+
+func createPool(t *testing.T, pool *v2beta1.SpiderIPPool, gateway string) *v2beta1.SpiderIPPool {
+	t.Helper()
+	name := pool.Name
 	if gateway != "" {
 		pool.Spec.Gateway = ptr.To(gateway)
 	}
@@ -367,15 +389,18 @@ func addressOf(t *testing.T, r *current.Result) netip.Prefix {
 	return netip.Prefix{}
 }
 
+// dumpLog shows the end of the plugin's and ipamd's logs when a test failed.
 func dumpLog(t *testing.T) {
 	if !t.Failed() {
 		return
 	}
-	if data, err := os.ReadFile(suite.logFile); err == nil {
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-		if len(lines) > 40 {
-			lines = lines[len(lines)-40:]
+	for what, file := range map[string]string{"plugin": suite.logFile, "ipamd": suite.ipamd.logFile} {
+		if data, err := os.ReadFile(file); err == nil {
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			if len(lines) > 20 {
+				lines = lines[len(lines)-20:]
+			}
+			t.Logf("%s log (last lines):\n%s", what, strings.Join(lines, "\n"))
 		}
-		t.Logf("plugin log (last lines):\n%s", strings.Join(lines, "\n"))
 	}
 }

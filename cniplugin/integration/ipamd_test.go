@@ -18,22 +18,25 @@ import (
 // ipamd packages and serving its socket in the work directory. It can be stopped and
 // started again, as a DaemonSet pod restarts.
 type ipamd struct {
-	socket string
-	env    *testenv.Env
-	log    logr.Logger
-	cancel context.CancelFunc
-	done   <-chan error
+	socket  string
+	logFile string
+	env     *testenv.Env
+	log     logr.Logger
+	cancel  context.CancelFunc
+	done    <-chan error
 }
 
 func startIPAMD(work string, env *testenv.Env) (*ipamd, error) {
-	logFile, err := os.Create(filepath.Join(work, "ipamd.log"))
+	logPath := filepath.Join(work, "ipamd.log")
+	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	d := &ipamd{
-		socket: filepath.Join(work, "run", "ipamd.sock"),
-		env:    env,
-		log:    funcr.NewJSON(func(obj string) { fmt.Fprintln(logFile, obj) }, funcr.Options{Verbosity: 1}),
+		socket:  filepath.Join(work, "run", "ipamd.sock"),
+		logFile: logPath,
+		env:     env,
+		log:     funcr.NewJSON(func(obj string) { fmt.Fprintln(logFile, obj) }, funcr.Options{Verbosity: 1}),
 	}
 	return d, d.start()
 }
