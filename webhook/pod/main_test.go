@@ -1,0 +1,82 @@
+package pod_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/webhooktest"
+)
+
+// env is one control plane for the package, with nicpool's webhooks registered.
+var env *webhooktest.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	env, err = webhooktest.Start(configs.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop:", err)
+	}
+	os.Exit(code)
+}
+
+// testPool describes a pool the tests create.
+type testPool struct {
+	name, subnet, ips string
+	mutate            func(*v2beta1.SpiderIPPool)
+}
+
+func createPools(t *testing.T, pools ...testPool) {
+	t.Helper()
+	ctx := context.Background()
+	for _, tp := range pools {
+		p := &v2beta1.SpiderIPPool{
+			ObjectMeta: metav1.ObjectMeta{Name: tp.name},
+			Spec:       v2beta1.IPPoolSpec{Subnet: tp.subnet, IPs: []string{tp.ips}},
+		}
+		if tp.mutate != nil {
+			tp.mutate(p)
+		}
+		if err := env.Client.Create(ctx, p); err != nil {
+			t.Fatalf("create pool %s: %v", tp.name, err)
+		}
+	}
+}
+
+func createNamespace(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	if err := env.Namespace(context.Background(), name, labels); err != nil {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+}
+
+// newPod is a pod with the given annotations.
+func newPod(ns, name string, ann map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/app:1"}}},
+	}
+}
+
+// createPod creates the pod through the API server and returns what it stored.
+func createPod(ctx context.Context, p *corev1.Pod, opts ...client.CreateOption) (*corev1.Pod, error) {
+	err := env.Client.Create(ctx, p, opts...)
+	return p, err
+}
+
+var dryRun = client.DryRunAll
+
+var controller = ptr.To(true)

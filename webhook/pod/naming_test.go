@@ -1,0 +1,125 @@
+package pod_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/nicpool/nicpool/crds/annotations"
+)
+
+// The three spiderpool bugs start with an ippools entry whose interface is unknown.
+// Through the real API server, every entry comes back named, for both Multus forms,
+// explicit names, positional naming after an explicit name, and the single-NIC
+// annotation.
+func TestEntriesComeBackNamed(t *testing.T) {
+	createNamespace(t, "naming", nil)
+	createPools(t,
+		testPool{name: "n-eth0-v4", subnet: "10.61.0.0/24", ips: "10.61.0.10-10.61.0.20"},
+		testPool{name: "n-eth0-v6", subnet: "fd00:61::/64", ips: "fd00:61::10-fd00:61::20"},
+		testPool{name: "n-a-v4", subnet: "10.62.0.0/24", ips: "10.62.0.10-10.62.0.20"},
+		testPool{name: "n-b-v4", subnet: "10.63.0.0/24", ips: "10.63.0.10-10.63.0.20"},
+	)
+	three := `[{"ipv4":["n-eth0-v4"],"ipv6":["n-eth0-v6"]},{"ipv4":["n-a-v4"]},{"ipv4":["n-b-v4"],"cleangateway":true}]`
+	cases := []struct {
+		name     string
+		networks string
+		pools    string
+		single   string
+		want     string
+	}{
+		{
+			name:     "short form, positional",
+			networks: "macvlan-a, macvlan-b",
+			pools:    three,
+			want:     `[{"interface":"eth0","ipv4":["n-eth0-v4"],"ipv6":["n-eth0-v6"]},{"interface":"net1","ipv4":["n-a-v4"]},{"interface":"net2","ipv4":["n-b-v4"],"cleangateway":true}]`,
+		},
+		{
+			name:     "JSON form, positional",
+			networks: `[{"name":"macvlan-a"},{"name":"macvlan-b","namespace":"naming"}]`,
+			pools:    three,
+			want:     `[{"interface":"eth0","ipv4":["n-eth0-v4"],"ipv6":["n-eth0-v6"]},{"interface":"net1","ipv4":["n-a-v4"]},{"interface":"net2","ipv4":["n-b-v4"],"cleangateway":true}]`,
+		},
+		{
+			name:     "short form, explicit @ifname",
+			networks: "macvlan-a@data0, macvlan-b@data1",
+			pools:    three,
+			want:     `[{"interface":"eth0","ipv4":["n-eth0-v4"],"ipv6":["n-eth0-v6"]},{"interface":"data0","ipv4":["n-a-v4"]},{"interface":"data1","ipv4":["n-b-v4"],"cleangateway":true}]`,
+		},
+		{
+			name:     "JSON form, explicit interface",
+			networks: `[{"name":"macvlan-a","interface":"data0"},{"name":"macvlan-b"}]`,
+			pools:    three,
+			want:     `[{"interface":"eth0","ipv4":["n-eth0-v4"],"ipv6":["n-eth0-v6"]},{"interface":"data0","ipv4":["n-a-v4"]},{"interface":"net2","ipv4":["n-b-v4"],"cleangateway":true}]`,
+		},
+		{
+			name:     "positional after an explicit name does not renumber",
+			networks: "macvlan-a@foo, macvlan-b",
+			pools:    three,
+			want:     `[{"interface":"eth0","ipv4":["n-eth0-v4"],"ipv6":["n-eth0-v6"]},{"interface":"foo","ipv4":["n-a-v4"]},{"interface":"net2","ipv4":["n-b-v4"],"cleangateway":true}]`,
+		},
+		{
+			name:     "named entries in any order stay as written",
+			networks: "macvlan-a, macvlan-b",
+			pools:    `[{"interface":"net2","ipv4":["n-b-v4"]},{"interface":"eth0","ipv4":["n-eth0-v4"]}]`,
+			want:     `[{"interface":"net2","ipv4":["n-b-v4"]},{"interface":"eth0","ipv4":["n-eth0-v4"]}]`,
+		},
+		{
+			name:     "fewer entries than interfaces",
+			networks: "macvlan-a, macvlan-b",
+			pools:    `[{"ipv4":["n-eth0-v4"]}]`,
+			want:     `[{"interface":"eth0","ipv4":["n-eth0-v4"]}]`,
+		},
+		{
+			name:   "single-NIC annotation becomes ippools for eth0",
+			single: `{"ipv4":["n-eth0-v4"],"ipv6":["n-eth0-v6"],"cleangateway":true}`,
+			want:   `[{"interface":"eth0","ipv4":["n-eth0-v4"],"ipv6":["n-eth0-v6"],"cleangateway":true}]`,
+		},
+		{
+			name:  "wildcards expand to the pools of the family, in name order",
+			pools: `[{"ipv4":["n-*-v4"],"ipv6":["n-eth0-v?"]}]`,
+			want:  `[{"interface":"eth0","ipv4":["n-a-v4","n-b-v4","n-eth0-v4"],"ipv6":["n-eth0-v6"]}]`,
+		},
+	}
+	ctx := context.Background()
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ann := map[string]string{}
+			if tc.networks != "" {
+				ann[annotations.MultusNetworks] = tc.networks
+			}
+			if tc.pools != "" {
+				ann[annotations.IPPools] = tc.pools
+			}
+			if tc.single != "" {
+				ann[annotations.IPPool] = tc.single
+			}
+			got, err := createPod(ctx, newPod("naming", podName("named", i), ann))
+			if err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			if v := got.Annotations[annotations.IPPools]; v != tc.want {
+				t.Errorf("%s\n got %s\nwant %s", annotations.IPPools, v, tc.want)
+			}
+			if _, still := got.Annotations[annotations.IPPool]; still {
+				t.Errorf("%s still set after admission; want it folded into %s", annotations.IPPool, annotations.IPPools)
+			}
+			if _, stamped := got.Annotations[annotations.EndpointUID]; stamped {
+				t.Errorf("a pod without a StatefulSet owner was stamped with %s", annotations.EndpointUID)
+			}
+
+			// Idempotent: a pod created with the resolved annotations comes back as
+			// it went in.
+			again, err := createPod(ctx, newPod("naming", podName("again", i), got.Annotations))
+			if err != nil {
+				t.Fatalf("create with resolved annotations: %v", err)
+			}
+			if again.Annotations[annotations.IPPools] != tc.want {
+				t.Errorf("second admission changed %s to %s", annotations.IPPools, again.Annotations[annotations.IPPools])
+			}
+		})
+	}
+}
+
+func podName(prefix string, i int) string {
+	return prefix + "-" + string(rune('a'+i))
+}

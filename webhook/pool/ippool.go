@@ -1,0 +1,321 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"go4.org/netipx"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipranges"
+)
+
+var poolKind = v2beta1.GroupVersion.WithKind(v2beta1.KindSpiderIPPool).GroupKind()
+
+// Defaulter puts a SpiderIPPool in canonical form: ipVersion from the subnet, the
+// subnet masked, ips and excludeIPs merged into sorted ranges, gateway and route
+// destinations canonical; and keeps the pool's finalizer, so a pool holding
+// addresses is never removed under its pods.
+type Defaulter struct{}
+
+var _ admission.Defaulter[*v2beta1.SpiderIPPool] = Defaulter{}
+
+// Default implements admission.Defaulter.
+func (Defaulter) Default(_ context.Context, p *v2beta1.SpiderIPPool) error {
+	s := &p.Spec
+	s.Subnet = canonicalPrefix(s.Subnet)
+	if s.IPVersion == nil {
+		if sub, err := netip.ParsePrefix(s.Subnet); err == nil {
+			v := ipranges.Family(sub.Addr())
+			s.IPVersion = &v
+		}
+	}
+	s.IPs = canonicalRanges(s.IPs)
+	s.ExcludeIPs = canonicalRanges(s.ExcludeIPs)
+	if s.Gateway != nil {
+		gw := canonicalAddr(*s.Gateway)
+		s.Gateway = &gw
+	}
+	for i := range s.Routes {
+		s.Routes[i].Dst = canonicalPrefix(s.Routes[i].Dst)
+		s.Routes[i].Gw = canonicalAddr(s.Routes[i].Gw)
+	}
+	if p.DeletionTimestamp == nil {
+		// A terminating pool may not gain finalizers; any other keeps ours.
+		controllerutil.AddFinalizer(p, v2beta1.PoolFinalizer)
+	}
+	return nil
+}
+
+// Validator checks SpiderIPPools against their own rules and against the other
+// pools and reserved addresses, read through Reader (the API server: pools are
+// created rarely, and a fresh read makes overlap checks exact).
+type Validator struct {
+	Reader client.Reader
+}
+
+var _ admission.Validator[*v2beta1.SpiderIPPool] = &Validator{}
+
+// ValidateCreate implements admission.Validator.
+func (v *Validator) ValidateCreate(ctx context.Context, p *v2beta1.SpiderIPPool) (admission.Warnings, error) {
+	errs, allocatable := validateSpec(&p.Spec)
+	if len(errs) == 0 {
+		errs = v.validateOverlap(ctx, p, allocatable)
+	}
+	return nil, invalid(p.Name, errs)
+}
+
+// ValidateUpdate implements admission.Validator.
+func (v *Validator) ValidateUpdate(ctx context.Context, old, p *v2beta1.SpiderIPPool) (admission.Warnings, error) {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	if old.Spec.Subnet != p.Spec.Subnet {
+		errs = append(errs, field.Forbidden(spec.Child("subnet"), fmt.Sprintf("is immutable (was %s): create a new pool for another subnet", old.Spec.Subnet)))
+	}
+	if oldV, newV := family(&old.Spec), family(&p.Spec); oldV != newV {
+		errs = append(errs, field.Forbidden(spec.Child("ipVersion"), fmt.Sprintf("is immutable (was %d): create a new pool for another IP family", oldV)))
+	}
+	if len(errs) > 0 {
+		return nil, invalid(p.Name, errs)
+	}
+	errs, allocatable := validateSpec(&p.Spec)
+	if len(errs) == 0 {
+		errs = append(errs, keepsAllocated(old, &p.Spec)...)
+	}
+	if len(errs) == 0 {
+		errs = v.validateOverlap(ctx, p, allocatable)
+	}
+	return nil, invalid(p.Name, errs)
+}
+
+// ValidateDelete implements admission.Validator: a pool that still holds addresses
+// stays, whoever asks.
+func (v *Validator) ValidateDelete(_ context.Context, p *v2beta1.SpiderIPPool) (admission.Warnings, error) {
+	n := len(p.Status.AllocatedIPs)
+	if n == 0 {
+		return nil, nil
+	}
+	return nil, apierrors.NewForbidden(v2beta1.GroupVersion.WithResource("spiderippools").GroupResource(), p.Name,
+		fmt.Errorf("the pool still has %d allocated address(es) (%s): delete those pods, or wait until their addresses are released, then delete the pool", n, holders(p.Status.AllocatedIPs, nil)))
+}
+
+func family(s *v2beta1.IPPoolSpec) int64 {
+	if s.IPVersion != nil {
+		return *s.IPVersion
+	}
+	if sub, err := netip.ParsePrefix(s.Subnet); err == nil {
+		return ipranges.Family(sub.Addr())
+	}
+	return 0
+}
+
+func invalid(name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(poolKind, name, errs)
+}
+
+// validateSpec checks one pool on its own and returns its allocatable addresses
+// (reserved addresses not yet removed).
+func validateSpec(s *v2beta1.IPPoolSpec) (field.ErrorList, *netipx.IPSet) {
+	spec := field.NewPath("spec")
+	subnet, serr := ipranges.ParseSubnet(s.Subnet, spec.Child("subnet"))
+	if serr != nil {
+		return field.ErrorList{serr}, nil
+	}
+	fam := ipranges.Family(subnet.Addr())
+	var errs field.ErrorList
+	if s.IPVersion != nil && *s.IPVersion != fam {
+		errs = append(errs, field.Invalid(spec.Child("ipVersion"), *s.IPVersion, fmt.Sprintf("must be %d, the family of subnet %s", fam, subnet)))
+	}
+	if s.Gateway != nil && *s.Gateway != "" {
+		gw, err := ipranges.ParseAddr(*s.Gateway, spec.Child("gateway"))
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case !subnet.Contains(gw):
+			errs = append(errs, field.Invalid(spec.Child("gateway"), *s.Gateway, fmt.Sprintf("must be inside subnet %s", subnet)))
+		}
+	}
+	errs = append(errs, validateRoutes(s.Routes, subnet, spec.Child("routes"))...)
+	for _, sel := range []struct {
+		name string
+		s    *metav1.LabelSelector
+	}{{"podAffinity", s.PodAffinity}, {"namespaceAffinity", s.NamespaceAffinity}, {"nodeAffinity", s.NodeAffinity}} {
+		if sel.s == nil {
+			continue
+		}
+		if _, err := metav1.LabelSelectorAsSelector(sel.s); err != nil {
+			errs = append(errs, field.Invalid(spec.Child(sel.name), sel.s.String(), "must be a valid label selector: "+err.Error()))
+		}
+	}
+	set, aerrs := ipranges.Allocatable(s, nil)
+	errs = append(errs, aerrs...)
+	return errs, set
+}
+
+func validateRoutes(routes []v2beta1.Route, subnet netip.Prefix, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]int{}
+	for i, r := range routes {
+		ip := p.Index(i)
+		if rerrs := annotations.ValidateRoute(r, ip); len(rerrs) > 0 {
+			errs = append(errs, rerrs...)
+			continue
+		}
+		dst := netip.MustParsePrefix(r.Dst)
+		if dst.Bits() == 0 {
+			errs = append(errs, field.Invalid(ip.Child("dst"), r.Dst, "must not be a default route: the pool's spec.gateway is the default route"))
+		}
+		if dst.Addr().Is4() != subnet.Addr().Is4() {
+			errs = append(errs, field.Invalid(ip.Child("dst"), r.Dst, fmt.Sprintf("must be of the family of subnet %s", subnet)))
+		}
+		if gw := netip.MustParseAddr(r.Gw); !subnet.Contains(gw) {
+			errs = append(errs, field.Invalid(ip.Child("gw"), r.Gw, fmt.Sprintf("must be inside subnet %s: the next hop must be reachable from the pod's interface", subnet)))
+		}
+		if prev, dup := seen[dst.String()]; dup {
+			errs = append(errs, field.Duplicate(ip.Child("dst"), fmt.Sprintf("%s is already routed by spec.routes[%d]; keep one route per destination", r.Dst, prev)))
+		}
+		seen[dst.String()] = i
+	}
+	return errs
+}
+
+// keepsAllocated refuses a spec that no longer makes an allocated address
+// allocatable (removed from ips, excluded, or made the gateway). Reserved addresses
+// are left out: reserving an address later does not take it from its pod.
+func keepsAllocated(old *v2beta1.SpiderIPPool, s *v2beta1.IPPoolSpec) field.ErrorList {
+	if len(old.Status.AllocatedIPs) == 0 {
+		return nil
+	}
+	set, errs := ipranges.Allocatable(s, nil)
+	if len(errs) > 0 {
+		return errs
+	}
+	var lost []string
+	for addr := range old.Status.AllocatedIPs {
+		a, err := netip.ParseAddr(addr)
+		if err != nil || !set.Contains(a) {
+			lost = append(lost, addr)
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("spec"), fmt.Sprintf("would make %d allocated address(es) unallocatable (%s): keep them in spec.ips and out of spec.excludeIPs and spec.gateway until their pods release them", len(lost), holders(old.Status.AllocatedIPs, lost)))}
+}
+
+// holders lists up to three addresses (of only, or of all when only is nil) with
+// the pod interface that holds each.
+func holders(alloc v2beta1.PoolIPAllocations, only []string) string {
+	addrs := only
+	if addrs == nil {
+		for a := range alloc {
+			addrs = append(addrs, a)
+		}
+	}
+	sort.Slice(addrs, func(i, j int) bool {
+		a, aerr := netip.ParseAddr(addrs[i])
+		b, berr := netip.ParseAddr(addrs[j])
+		if aerr != nil || berr != nil {
+			return addrs[i] < addrs[j]
+		}
+		return a.Less(b)
+	})
+	const show = 3
+	parts := make([]string, 0, show+1)
+	for i, a := range addrs {
+		if i == show {
+			parts = append(parts, fmt.Sprintf("and %d more", len(addrs)-show))
+			break
+		}
+		h := alloc[a]
+		parts = append(parts, fmt.Sprintf("%s held by pod %s interface %s", a, h.Pod, h.Interface))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// validateOverlap refuses a pool whose allocatable addresses overlap another pool's
+// in the same subnet, or whose subnet overlaps another pool's different subnet (the
+// node could not tell which interface an address belongs to).
+func (v *Validator) validateOverlap(ctx context.Context, p *v2beta1.SpiderIPPool, mine *netipx.IPSet) field.ErrorList {
+	if v.Reader == nil {
+		return nil
+	}
+	spec := field.NewPath("spec")
+	var pools v2beta1.SpiderIPPoolList
+	if err := v.Reader.List(ctx, &pools); err != nil {
+		return field.ErrorList{field.InternalError(spec, fmt.Errorf("list SpiderIPPools: %w", err))}
+	}
+	reserved, err := ReservedSet(ctx, v.Reader)
+	if err != nil {
+		return field.ErrorList{field.InternalError(spec, err)}
+	}
+	subnet := netip.MustParsePrefix(p.Spec.Subnet)
+	mine = minus(mine, reserved)
+	var errs field.ErrorList
+	for i := range pools.Items {
+		o := &pools.Items[i]
+		if o.Name == p.Name {
+			continue
+		}
+		os, err := netip.ParsePrefix(o.Spec.Subnet)
+		if err != nil {
+			continue
+		}
+		if os != subnet {
+			if os.Overlaps(subnet) {
+				errs = append(errs, field.Invalid(spec.Child("subnet"), p.Spec.Subnet, fmt.Sprintf("overlaps subnet %s of SpiderIPPool %s: pools of different subnets must not overlap; use subnet %s and split the addresses with spec.ips, or choose a disjoint subnet", os, o.Name, os)))
+			}
+			continue
+		}
+		theirs, aerrs := ipranges.Allocatable(&o.Spec, nil)
+		if len(aerrs) > 0 {
+			continue
+		}
+		theirs = minus(theirs, reserved)
+		if mine.Overlaps(theirs) {
+			errs = append(errs, field.Invalid(spec.Child("ips"), strings.Join(p.Spec.IPs, ","), fmt.Sprintf("overlaps the allocatable addresses of SpiderIPPool %s in the same subnet (%s): an address may belong to one pool only; narrow spec.ips or add the overlap to spec.excludeIPs", o.Name, overlap(mine, theirs))))
+		}
+	}
+	return errs
+}
+
+func minus(s, remove *netipx.IPSet) *netipx.IPSet {
+	if s == nil || remove == nil {
+		return s
+	}
+	var b netipx.IPSetBuilder
+	b.AddSet(s)
+	b.RemoveSet(remove)
+	out, _ := b.IPSet()
+	return out
+}
+
+func overlap(a, b *netipx.IPSet) string {
+	var bld netipx.IPSetBuilder
+	bld.AddSet(a)
+	bld.Intersect(b)
+	s, _ := bld.IPSet()
+	rs := s.Ranges()
+	parts := make([]string, 0, 3)
+	for i, r := range rs {
+		if i == 2 {
+			parts = append(parts, "…")
+			break
+		}
+		parts = append(parts, rangeString(r))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,71 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/endpoint"
+	"github.com/nicpool/nicpool/webhook/lookup"
+	"github.com/nicpool/nicpool/webhook/metrics"
+	"github.com/nicpool/nicpool/webhook/pod"
+	"github.com/nicpool/nicpool/webhook/pool"
+)
+
+// Webhook names as the metrics label them.
+const (
+	MutatePod          = "mutate-pod"
+	ValidatePod        = "validate-pod"
+	MutatePool         = "mutate-spiderippool"
+	ValidatePool       = "validate-spiderippool"
+	ValidateEndpoint   = "validate-spiderendpoint"
+	MutateReservedIP   = "mutate-spiderreservedip"
+	ValidateReservedIP = "validate-spiderreservedip"
+)
+
+// Setup registers every nicpool webhook on the manager's webhook server, feeds the
+// admission views from the manager's cache, adds the pool totalIPCount controller,
+// and adds readiness checks that pass once the views are synced and the webhook
+// server serves. It returns the views.
+func Setup(ctx context.Context, mgr manager.Manager) (*lookup.Views, error) {
+	views := lookup.NewViews(mgr.GetAPIReader())
+	if err := views.Register(ctx, mgr.GetCache()); err != nil {
+		return nil, fmt.Errorf("admission views: %w", err)
+	}
+	srv := mgr.GetWebhookServer()
+	register := func(path, name string, h admission.Handler) {
+		srv.Register(path, &admission.Webhook{Handler: metrics.Instrument(name, h)})
+	}
+	adm := pod.New(views)
+	register(configs.MutatePodPath, MutatePod, &pod.Handler{Admission: adm, Mode: pod.Mutate, Ready: views.Synced})
+	register(configs.ValidatePodPath, ValidatePod, &pod.Handler{Admission: adm, Mode: pod.Validate, Ready: views.Synced})
+
+	scheme := mgr.GetScheme()
+	register(configs.MutatePoolPath, MutatePool, admission.WithDefaulter[*v2beta1.SpiderIPPool](scheme, pool.Defaulter{}).Handler)
+	register(configs.ValidatePoolPath, ValidatePool, admission.WithValidator[*v2beta1.SpiderIPPool](scheme, &pool.Validator{Reader: mgr.GetAPIReader()}).Handler)
+	register(configs.ValidateEndpointPath, ValidateEndpoint, admission.WithValidator[*v2beta1.SpiderEndpoint](scheme, endpoint.Validator{}).Handler)
+	register(configs.MutateReservedIPPath, MutateReservedIP, admission.WithDefaulter[*v2beta1.SpiderReservedIP](scheme, pool.ReservedDefaulter{}).Handler)
+	register(configs.ValidateReservedIPPath, ValidateReservedIP, admission.WithValidator[*v2beta1.SpiderReservedIP](scheme, pool.ReservedValidator{}).Handler)
+	if err := (&pool.TotalCounter{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("pool totalIPCount controller: %w", err)
+	}
+
+	if err := mgr.AddReadyzCheck("admission-views", func(*http.Request) error {
+		if !views.Synced() {
+			return errors.New("views of pools, namespaces and endpoints not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("webhook-server", srv.StartedChecker()); err != nil {
+		return nil, err
+	}
+	return views, nil
+}
