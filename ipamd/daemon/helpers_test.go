@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -200,4 +202,25 @@ func parallel(n int, f func(i int)) {
 		wg.Go(func() { f(i) })
 	}
 	wg.Wait()
+}
+
+type v2beta1SpiderIPPool = v2beta1.SpiderIPPool
+
+// waitFor polls cond until it holds or 30 s pass.
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatalf("condition not met: %v", err)
+	}
+}
+
+func cachedEndpoints(t testing.TB, d *daemon.Daemon, ns string) int {
+	var list v2beta1.SpiderEndpointList
+	if err := d.Cache.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
 }

@@ -1,0 +1,235 @@
+package daemon_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/ipamd/allocator"
+	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/server"
+)
+
+// I6: ipamd died after its pool write and before its endpoint write. The restarted
+// ipamd's next ADD returns the address already recorded for the (pod, interface) and
+// writes the endpoint; a DEL instead releases it.
+func TestCrashBetweenPoolWriteAndEndpointWrite(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "crash")
+	createPool(t, "crash", "10.82.0.0/16", []string{"10.82.0.1-10.82.0.20"})
+	sel := withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["crash"]}]`)
+	first, kill := startDaemon(t, "crash-node")
+	a := createPod(t, "crash", "a", "crash-node", sel)
+	b := createPod(t, "crash", "b", "crash-node", sel)
+	// The pool writes of both ADDs land; then the process dies.
+	for _, p := range []*corev1.Pod{a, b} {
+		res, err := first.Service.Pools.Do(ctx, "crash", allocator.Op{Kind: allocator.Allocate,
+			Owner: allocator.Owner{Pod: p.Namespace + "/" + p.Name, PodUID: string(p.UID), Interface: "eth0"}})
+		if err != nil || res[0].Err != nil {
+			t.Fatal(err, res)
+		}
+	}
+	kill()
+	recorded := getPool(t, "crash").Status.AllocatedIPs
+	restarted, _ := startDaemon(t, "crash-node")
+
+	r, err := restarted.Service.Allocate(ctx, addReq(a, "eth0", "c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := recorded[mustAddr(t, r.IPs[0].Address).String()]; rec.PodUID != string(a.UID) {
+		t.Errorf("ADD after the crash got %s, not the address recorded before it", r.IPs[0].Address)
+	}
+	if ep := getEndpoint(t, "crash", "a"); ep == nil || len(ep.Status.Current.IPs) != 1 {
+		t.Errorf("endpoint not written by the repairing ADD: %+v", ep)
+	}
+	rel, err := restarted.Service.Release(ctx, delReq(b, "eth0", "c"))
+	if err != nil || len(rel.Released) != 1 {
+		t.Errorf("DEL after the crash released %+v (%v), want b's address", rel, err)
+	}
+	if n := len(getPool(t, "crash").Status.AllocatedIPs); n != 1 {
+		t.Errorf("pool holds %d addresses, want only a's", n)
+	}
+	checkInvariants(t, false)
+}
+
+// I6: DEL died after releasing the pool record and before updating the endpoint. The
+// next DEL removes the endpoint; a retried ADD instead allocates afresh and rewrites it.
+func TestCrashBetweenPoolReleaseAndEndpointUpdate(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "crashdel")
+	createPool(t, "crashdel", "10.83.0.0/16", []string{"10.83.0.1-10.83.0.20"})
+	sel := withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["crashdel"]}]`)
+	d, _ := startDaemon(t, "crashdel-node")
+	a := createPod(t, "crashdel", "a", "crashdel-node", sel)
+	b := createPod(t, "crashdel", "b", "crashdel-node", sel)
+	for _, p := range []*corev1.Pod{a, b} {
+		if _, err := d.Service.Allocate(ctx, addReq(p, "eth0", "c")); err != nil {
+			t.Fatal(err)
+		}
+		owner := allocator.Owner{Pod: p.Namespace + "/" + p.Name, PodUID: string(p.UID), Interface: "eth0"}
+		if _, err := d.Service.Pools.Release(ctx, "crashdel", owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.Service.Release(ctx, delReq(a, "eth0", "c")); err != nil {
+		t.Fatal(err)
+	}
+	if getEndpoint(t, "crashdel", "a") != nil {
+		t.Error("the repeated DEL left the endpoint")
+	}
+	r, err := d.Service.Allocate(ctx, addReq(b, "eth0", "c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := getEndpoint(t, "crashdel", "b")
+	if ep == nil || len(ep.Status.Current.IPs) != 1 || *ep.Status.Current.IPs[0].IPv4 != r.IPs[0].Address {
+		t.Errorf("endpoint %+v does not record the ADD's %s", ep, r.IPs[0].Address)
+	}
+	checkInvariants(t, true)
+}
+
+// I6 under load: an ipamd is killed while 60 ADDs are in flight; requests are cut at
+// random moments. A restarted ipamd's ADDs give every pod exactly one address, and
+// their DELs leave nothing.
+func TestKilledMidAllocationRepairedByNextAddAndDel(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "kill")
+	createPool(t, "kill", "10.84.0.0/16", []string{"10.84.0.1-10.84.0.60"})
+	sel := withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["kill"]}]`)
+	const n = 60
+	pods := make([]*corev1.Pod, n)
+	parallel(n, func(i int) { pods[i] = createPod(t, "kill", fmt.Sprintf("p-%d", i), "kill-node", sel) })
+	victim, kill := startDaemon(t, "kill-node")
+	parallel(n, func(i int) {
+		rctx, cancel := context.WithTimeout(ctx, time.Duration(rand.IntN(40))*time.Millisecond)
+		defer cancel()
+		_, _ = victim.Service.Allocate(rctx, addReq(pods[i], "eth0", "c"))
+	})
+	kill()
+	checkInvariants(t, false)
+	d, _ := startDaemon(t, "kill-node")
+	seen := map[string]bool{}
+	parallel(n, func(i int) {
+		r, err := d.Service.Allocate(ctx, addReq(pods[i], "eth0", "c"))
+		if err != nil {
+			t.Errorf("ADD of pod %d after the kill: %v", i, err)
+			return
+		}
+		_ = r
+	})
+	for a, rec := range getPool(t, "kill").Status.AllocatedIPs {
+		if seen[rec.PodUID] {
+			t.Errorf("pod UID %s holds two addresses (one is %s)", rec.PodUID, a)
+		}
+		seen[rec.PodUID] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d pods hold addresses, want %d", len(seen), n)
+	}
+	checkInvariants(t, false)
+	parallel(n, func(i int) {
+		deletePod(t, pods[i])
+		if _, err := d.Service.Release(ctx, delReq(pods[i], "eth0", "c")); err != nil {
+			t.Errorf("DEL of pod %d: %v", i, err)
+		}
+	})
+	if left := len(getPool(t, "kill").Status.AllocatedIPs); left != 0 {
+		t.Errorf("%d addresses left after every DEL", left)
+	}
+	checkInvariants(t, false)
+}
+
+// CNI GC releases the attachments the runtime no longer has, and only those.
+func TestGCReleasesInvalidAttachmentsOnly(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "gc")
+	createPool(t, "gc", "10.85.0.0/16", []string{"10.85.0.1-10.85.0.20"})
+	sel := withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["gc"]}]`)
+	d, _ := startDaemon(t, "gc-node")
+	live := createPod(t, "gc", "live", "gc-node", sel)
+	gone := createPod(t, "gc", "gone", "gc-node", sel)
+	for _, p := range []*corev1.Pod{live, gone} {
+		if _, err := d.Service.Allocate(ctx, addReq(p, "eth0", "ctr-"+p.Name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The cache must show both endpoints before GC can judge them.
+	waitFor(t, func() bool {
+		r, _ := d.Service.GC(ctx, &api.GCRequest{Network: api.NetworkConfig{Name: "unrelated"}})
+		return r != nil && getEndpoint(t, "gc", "gone") != nil && cachedEndpoints(t, d, "gc") == 2
+	})
+	r, err := d.Service.GC(ctx, &api.GCRequest{Network: api.NetworkConfig{Name: "net-eth0"},
+		ValidAttachments: []api.Attachment{{ContainerID: "ctr-live", Interface: "eth0"}}})
+	if err != nil || len(r.Released) != 1 {
+		t.Fatalf("GC released %+v (%v), want gone's address", r, err)
+	}
+	recs := getPool(t, "gc").Status.AllocatedIPs
+	if len(recs) != 1 {
+		t.Errorf("pool holds %v", recs)
+	}
+	for _, rec := range recs {
+		if rec.PodUID != string(live.UID) {
+			t.Errorf("GC released the live pod's address")
+		}
+	}
+	checkInvariants(t, false)
+}
+
+// The socket speaks ipamd/api: root-only, "try again later" until synced, then the
+// CNI verbs through api.Client.
+func TestSocketServesTheAPI(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "sock")
+	createPool(t, "sock", "10.86.0.0/16", []string{"10.86.0.1-10.86.0.20"}, func(p *v2beta1SpiderIPPool) { p.Spec.Default = ptr(true) })
+	d, _ := startDaemon(t, "sock-node")
+	path := filepath.Join(t.TempDir(), "ipamd.sock")
+	l, err := server.Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := false
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = server.Serve(sctx, l, server.Handler(d.Service, func() bool { return ready })) }()
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
+	c := api.NewClient(path, 30*time.Second)
+	pod := createPod(t, "sock", "app", "sock-node")
+	_, err = c.Allocate(ctx, addReq(pod, "eth0", "c"))
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeTryAgainLater {
+		t.Errorf("ADD before sync: %v, want code 11", err)
+	}
+	ready = true
+	r, err := c.Allocate(ctx, addReq(pod, "eth0", "c"))
+	if err != nil || len(r.IPs) != 1 || r.IPs[0].Pool != "sock" || r.Interface != "eth0" {
+		t.Fatalf("ADD through the socket: %+v %v", r, err)
+	}
+	ck, err := c.Check(ctx, &api.CheckRequest{Attachment: api.Attachment{ContainerID: "c", Interface: "eth0"}, Pod: api.Pod{Namespace: "sock", Name: "app", UID: string(pod.UID)}})
+	if err != nil || len(ck.IPs) != 1 || ck.IPs[0].Address != r.IPs[0].Address {
+		t.Errorf("CHECK: %+v %v", ck, err)
+	}
+	st, err := c.Status(ctx, &api.StatusRequest{Network: api.NetworkConfig{Name: "net-eth0", DefaultIPv4Pools: []string{"sock"}}})
+	if err != nil || !st.Ready || len(st.Pools) != 1 || st.Pools[0].Allocated != 1 || st.Pools[0].Total != 20 {
+		t.Errorf("STATUS: %+v %v", st, err)
+	}
+	rel, err := c.Release(ctx, delReq(pod, "eth0", "c"))
+	if err != nil || len(rel.Released) != 1 {
+		t.Errorf("DEL: %+v %v", rel, err)
+	}
+	if _, err := c.Allocate(ctx, &api.AllocateRequest{Pod: api.Pod{Namespace: "sock", Name: "app"}}); !errors.As(err, &ae) || ae.Code != api.CodeInvalidConfig {
+		t.Errorf("ADD without interface: %v, want code 7", err)
+	}
+	checkInvariants(t, false)
+}

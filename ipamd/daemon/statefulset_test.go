@@ -1,0 +1,190 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/service"
+)
+
+const stsNetworks = "macvlan, ipvlan"
+
+// addAll runs ADD for each interface and returns interface → addresses.
+func addAll(t *testing.T, svc *service.Service, pod *corev1.Pod, ifaces ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, i := range ifaces {
+		r, err := svc.Allocate(context.Background(), addReq(pod, i, "c-"+string(pod.UID)))
+		if err != nil {
+			t.Fatalf("ADD %s of %s: %v", i, pod.Name, err)
+		}
+		out[i] = strings.Join(addresses(r), ",")
+	}
+	return out
+}
+
+func records(t *testing.T, pools ...string) map[string]v2beta1.PoolIPAllocation {
+	t.Helper()
+	out := map[string]v2beta1.PoolIPAllocation{}
+	for _, p := range pools {
+		for a, rec := range getPool(t, p).Status.AllocatedIPs {
+			out[p+"/"+a] = rec
+		}
+	}
+	return out
+}
+
+// Spiderpool bug 1 and I5: a multi-NIC StatefulSet pod deleted and recreated under its
+// name (the webhook stamped its endpoint's UID) keeps every interface's address; the
+// pool records and the endpoint move to the new pod UID.
+func TestStatefulSetRestartKeepsEveryInterface(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "sts")
+	for i, n := range []string{"sts-eth0", "sts-net1", "sts-net2"} {
+		createPool(t, n, fmt.Sprintf("10.6%d.0.0/16", i), []string{fmt.Sprintf("10.6%d.0.1-10.6%d.0.20", i, i)})
+	}
+	sel := `[{"interface":"eth0","ipv4":["sts-eth0"]},{"interface":"net1","ipv4":["sts-net1"]},{"interface":"net2","ipv4":["sts-net2"]}]`
+	d, _ := startDaemon(t, "sts-node-a")
+	d2, _ := startDaemon(t, "sts-node-b")
+	sts := createStatefulSet(t, "sts", "db", 2)
+	old := createPod(t, "sts", "db-0", "sts-node-a", ownedBy(sts), withAnnotations(annotations.MultusNetworks, stsNetworks, annotations.IPPools, sel,
+		annotations.EndpointUID, annotations.NoEndpoint))
+	before := addAll(t, d.Service, old, "eth0", "net1", "net2")
+	ep := getEndpoint(t, "sts", "db-0")
+	if ep == nil || len(ep.Status.Current.IPs) != 3 || ep.Status.OwnerControllerType != "StatefulSet" {
+		t.Fatalf("endpoint %+v", ep)
+	}
+	// The pod goes away (its DELs keep the addresses: ordinal 0 < 2 replicas).
+	for _, i := range []string{"eth0", "net1", "net2"} {
+		r, err := d.Service.Release(ctx, delReq(old, i, "c-"+string(old.UID)))
+		if err != nil || len(r.Kept) != 1 || len(r.Released) != 0 {
+			t.Fatalf("DEL %s of a returning StatefulSet pod: %+v %v", i, r, err)
+		}
+	}
+	deletePod(t, old)
+	checkInvariants(t, true)
+
+	// The StatefulSet controller recreates it, on another node; the webhook stamped
+	// the endpoint's UID.
+	fresh := createPod(t, "sts", "db-0", "sts-node-b", ownedBy(sts), withAnnotations(annotations.MultusNetworks, stsNetworks, annotations.IPPools, sel,
+		annotations.EndpointUID, string(ep.UID)))
+	after := addAll(t, d2.Service, fresh, "net2", "eth0", "net1")
+	for i, a := range before {
+		if after[i] != a {
+			t.Errorf("interface %s: had %s, now %s", i, a, after[i])
+		}
+	}
+	for key, rec := range records(t, "sts-eth0", "sts-net1", "sts-net2") {
+		if rec.PodUID != string(fresh.UID) {
+			t.Errorf("%s still recorded for pod UID %s, want the new %s", key, rec.PodUID, fresh.UID)
+		}
+	}
+	ep2 := getEndpoint(t, "sts", "db-0")
+	if ep2.UID != ep.UID || ep2.Status.Current.UID != string(fresh.UID) || ep2.Status.Current.Node != "sts-node-b" || len(ep2.Status.Current.IPs) != 3 {
+		t.Errorf("endpoint after takeover: uid %s (was %s), current %+v", ep2.UID, ep.UID, ep2.Status.Current)
+	}
+	checkInvariants(t, true)
+}
+
+// A pool change on one interface of a recreated StatefulSet pod reallocates only that
+// interface; the others keep their addresses.
+func TestStatefulSetPoolChangeReallocatesOnlyThatInterface(t *testing.T) {
+	createNamespace(t, "stsc")
+	for i, n := range []string{"stsc-eth0", "stsc-net1", "stsc-net1-new"} {
+		createPool(t, n, fmt.Sprintf("10.7%d.0.0/16", i), []string{fmt.Sprintf("10.7%d.0.1-10.7%d.0.20", i, i)})
+	}
+	d, _ := startDaemon(t, "stsc-node")
+	sts := createStatefulSet(t, "stsc", "db", 1)
+	sel := `[{"interface":"eth0","ipv4":["stsc-eth0"]},{"interface":"net1","ipv4":["stsc-net1"]}]`
+	old := createPod(t, "stsc", "db-0", "stsc-node", ownedBy(sts), withAnnotations(annotations.MultusNetworks, "macvlan", annotations.IPPools, sel))
+	before := addAll(t, d.Service, old, "eth0", "net1")
+	ep := getEndpoint(t, "stsc", "db-0")
+	deletePod(t, old)
+
+	sel2 := `[{"interface":"eth0","ipv4":["stsc-eth0"]},{"interface":"net1","ipv4":["stsc-net1-new"]}]`
+	fresh := createPod(t, "stsc", "db-0", "stsc-node", ownedBy(sts), withAnnotations(annotations.MultusNetworks, "macvlan", annotations.IPPools, sel2,
+		annotations.EndpointUID, string(ep.UID)))
+	after := addAll(t, d.Service, fresh, "eth0", "net1")
+	if after["eth0"] != before["eth0"] {
+		t.Errorf("eth0 changed from %s to %s though its pool did not", before["eth0"], after["eth0"])
+	}
+	if !strings.HasPrefix(after["net1"], "10.72.") {
+		t.Errorf("net1 got %s, want an address of stsc-net1-new", after["net1"])
+	}
+	if n := len(getPool(t, "stsc-net1").Status.AllocatedIPs); n != 0 {
+		t.Errorf("old pool of net1 still holds %d addresses", n)
+	}
+	checkInvariants(t, true)
+}
+
+// Spiderpool bug 3: the endpoint was deleted and recreated (another UID) between
+// admission and ADD; the node's cache may still show the old one. The pod starts
+// cleanly: the stale endpoint is never used as a precondition, the leftover is
+// released and the pod gets fresh addresses.
+func TestStatefulSetEndpointDeletedAndRecreatedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "stsr")
+	createPool(t, "stsr", "10.80.0.0/16", []string{"10.80.0.1-10.80.0.20"})
+	d, _ := startDaemon(t, "stsr-node")
+	sts := createStatefulSet(t, "stsr", "db", 1)
+	sel := `[{"interface":"eth0","ipv4":["stsr"]}]`
+	old := createPod(t, "stsr", "db-0", "stsr-node", ownedBy(sts), withAnnotations(annotations.IPPools, sel))
+	addAll(t, d.Service, old, "eth0")
+	ep1 := getEndpoint(t, "stsr", "db-0")
+	deletePod(t, old)
+	fresh := createPod(t, "stsr", "db-0", "stsr-node", ownedBy(sts), withAnnotations(annotations.IPPools, sel, annotations.EndpointUID, string(ep1.UID)))
+
+	// Someone deletes the endpoint and a new one of the old pod appears in its place.
+	if err := env.Client.Delete(ctx, ep1); err != nil {
+		t.Fatal(err)
+	}
+	ep2 := &v2beta1.SpiderEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: "stsr", Name: "db-0"}, Status: ep1.Status}
+	if err := env.Client.Create(ctx, ep2); err != nil {
+		t.Fatal(err)
+	}
+	got := addAll(t, d.Service, fresh, "eth0")
+	ep3 := getEndpoint(t, "stsr", "db-0")
+	if ep3 == nil || ep3.Status.Current.UID != string(fresh.UID) || len(ep3.Status.Current.IPs) != 1 {
+		t.Fatalf("endpoint after ADD: %+v", ep3)
+	}
+	recs := records(t, "stsr")
+	if len(recs) != 1 {
+		t.Errorf("pool holds %v, want only the new pod's address %s", recs, got["eth0"])
+	}
+	for _, rec := range recs {
+		if rec.PodUID != string(fresh.UID) {
+			t.Errorf("record of pod UID %s left", rec.PodUID)
+		}
+	}
+	checkInvariants(t, true)
+}
+
+// A leftover endpoint of another pod UID without a matching stamp is released and the
+// pod allocates fresh.
+func TestLeftoverEndpointWithoutStampIsReleased(t *testing.T) {
+	createNamespace(t, "left")
+	createPool(t, "left", "10.81.0.0/16", []string{"10.81.0.1-10.81.0.20"})
+	d, _ := startDaemon(t, "left-node")
+	old := createPod(t, "left", "web", "left-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["left"]}]`))
+	addAll(t, d.Service, old, "eth0")
+	deletePod(t, old) // no DEL ran: the node was down
+	fresh := createPod(t, "left", "web", "left-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["left"]}]`))
+	addAll(t, d.Service, fresh, "eth0")
+	var uids []string
+	for _, rec := range records(t, "left") {
+		uids = append(uids, rec.PodUID)
+	}
+	sort.Strings(uids)
+	if len(uids) != 1 || uids[0] != string(fresh.UID) {
+		t.Errorf("pool records of pod UIDs %v, want only %s", uids, fresh.UID)
+	}
+	checkInvariants(t, true)
+}
