@@ -3,6 +3,7 @@ package cniplugin
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 
@@ -33,19 +34,19 @@ func fromIPAMD(verb, socket string, err error) *types.Error {
 			code = types.ErrInternal
 		}
 		msg := fmt.Sprintf("%s: %s", verb, e.Message)
-		if hint := hints[code]; hint != "" {
-			msg += ": " + hint
+		if hint, ok := hints[code]; ok && !strings.Contains(e.Message, hint.mentions) {
+			msg += ": " + hint.text
 		}
 		return types.NewError(code, msg, e.Details)
 	}
 	return types.NewError(types.ErrInternal, fmt.Sprintf("%s: %v", verb, err), "")
 }
 
-// hints say what to do for each code ipamd answers with, when its message alone may
-// not.
-var hints = map[uint]string{
-	api.CodeTryAgainLater: "try again later (ipamd is starting or cannot reach the API server)",
-	api.CodeInternal:      "this is a bug in nicpool: report it with ipamd's log",
+// hints say what to do for each code ipamd answers with, unless its message already
+// mentions it.
+var hints = map[uint]struct{ mentions, text string }{
+	api.CodeTryAgainLater: {"try again", "try again later (ipamd is starting or cannot reach the API server)"},
+	api.CodeInternal:      {"report", "this is a bug in nicpool: report it with ipamd's log"},
 }
 
 // guard turns a panic in a verb into a CNI error, so that a runtime always receives a

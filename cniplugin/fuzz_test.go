@@ -1,12 +1,16 @@
 package cniplugin
 
 import (
+	"encoding/json"
 	"errors"
+	"io"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/nicpool/nicpool/ipamd/api"
 )
 
 // FuzzParseConfig: whatever a runtime passes on stdin and in CNI_ARGS, parsing answers
@@ -48,5 +52,29 @@ func FuzzParseConfig(f *testing.F) {
 		if prev != nil {
 			_, _ = ReservationFromResult(prev, "eth0")
 		}
+	})
+}
+
+// FuzzIPAMDAnswer: whatever ipamd answers to ADD or CHECK, the plugin turns it into a
+// result in every supported version or an error, and never panics.
+func FuzzIPAMDAnswer(f *testing.F) {
+	f.Add([]byte(`{"interface":"net1","ips":[{"address":"10.6.0.7/16","gateway":"10.6.0.1","pool":"v4"},{"address":"fd00::7/64","gateway":"fd00::1","pool":"v6"}],"routes":[{"dst":"172.16.0.0/12","gw":"10.6.0.254"},{"dst":"0.0.0.0/0"}]}`))
+	f.Add([]byte(`{"ips":[{"address":"10.6.0.7/16","gateway":"fd00::1"}],"cleanGateway":true}`))
+	f.Add([]byte(`{"ips":[{"address":"::ffff:10.6.0.7/112","gateway":"10.6.0.1"}],"routes":[{"dst":"::/0","gw":"::ffff:1.2.3.4"}]}`))
+	f.Add([]byte(`{"ips":[{"address":"::ffff:10.6.0.7/112"}]}`))
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		var resp api.AllocateResponse
+		if json.Unmarshal(answer, &resp) != nil {
+			return
+		}
+		if r, err := BuildResult(&resp); err == nil {
+			for _, v := range SupportedVersions.SupportedVersions() {
+				_ = Print(io.Discard, r, v)
+			}
+			if _, err := ReservationFromResult(r, "net1"); err != nil {
+				t.Errorf("a result the plugin built does not read back: %v", err)
+			}
+		}
+		_, _ = ReservationFromIPAMD(resp.IPs)
 	})
 }

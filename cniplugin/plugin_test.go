@@ -376,3 +376,14 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+func TestIPAMDMessagesAreNotRepeated(t *testing.T) {
+	e := fromIPAMD("ADD", "/run/x.sock", &api.Error{Code: api.CodeTryAgainLater, Message: "pod a/b is not yet known: try again later"})
+	if strings.Count(e.Msg, "try again") != 1 {
+		t.Errorf("message repeats the advice: %q", e.Msg)
+	}
+	e = fromIPAMD("ADD", "/run/x.sock", &api.Error{Code: api.CodeTryAgainLater, Message: "caches not synced"})
+	if !strings.Contains(e.Msg, "caches not synced: try again later") {
+		t.Errorf("message lacks the advice: %q", e.Msg)
+	}
+}

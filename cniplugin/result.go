@@ -20,15 +20,15 @@ func BuildResult(resp *api.AllocateResponse) (*current.Result, error) {
 	r := &current.Result{CNIVersion: current.ImplementedSpecVersion}
 	gateways := map[int]netip.Addr{} // address bit length → gateway
 	for i, ipc := range resp.IPs {
-		addr, err := netip.ParsePrefix(ipc.Address)
+		addr, err := parsePrefix(ipc.Address)
 		if err != nil {
-			return nil, fmt.Errorf("ips[%d].address %q from pool %q: %w", i, ipc.Address, ipc.Pool, err)
+			return nil, fmt.Errorf("ips[%d].address from pool %q: %w", i, ipc.Pool, err)
 		}
 		out := &current.IPConfig{Address: ipNet(addr)}
 		if ipc.Gateway != "" && !resp.CleanGateway {
-			gw, err := netip.ParseAddr(ipc.Gateway)
+			gw, err := parseAddr(ipc.Gateway)
 			if err != nil {
-				return nil, fmt.Errorf("ips[%d].gateway %q from pool %q: %w", i, ipc.Gateway, ipc.Pool, err)
+				return nil, fmt.Errorf("ips[%d].gateway from pool %q: %w", i, ipc.Pool, err)
 			}
 			if gw.Is4() != addr.Addr().Is4() {
 				return nil, fmt.Errorf("ips[%d]: gateway %s of pool %q is not in the address family of %s", i, gw, ipc.Pool, addr)
@@ -42,16 +42,16 @@ func BuildResult(resp *api.AllocateResponse) (*current.Result, error) {
 	}
 	hasDefault := map[int]bool{}
 	for i, rt := range resp.Routes {
-		dst, err := netip.ParsePrefix(rt.Dst)
+		dst, err := parsePrefix(rt.Dst)
 		if err != nil {
-			return nil, fmt.Errorf("routes[%d].dst %q: %w", i, rt.Dst, err)
+			return nil, fmt.Errorf("routes[%d].dst: %w", i, err)
 		}
 		dst = dst.Masked()
 		out := &types.Route{Dst: ipNet(dst)}
 		if rt.Gw != "" {
-			gw, err := netip.ParseAddr(rt.Gw)
+			gw, err := parseAddr(rt.Gw)
 			if err != nil {
-				return nil, fmt.Errorf("routes[%d].gw %q: %w", i, rt.Gw, err)
+				return nil, fmt.Errorf("routes[%d].gw: %w", i, err)
 			}
 			if gw.Is4() != dst.Addr().Is4() {
 				return nil, fmt.Errorf("routes[%d]: gateway %s is not in the address family of %s", i, gw, dst)
@@ -75,6 +75,30 @@ func BuildResult(resp *api.AllocateResponse) (*current.Result, error) {
 		}
 	}
 	return r, nil
+}
+
+// parsePrefix and parseAddr refuse IPv4-mapped IPv6 and zoned addresses: a kernel
+// configures them as IPv4 (or not at all), so they could never match what the pod has.
+func parsePrefix(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return p, err
+	}
+	if p.Addr().Is4In6() {
+		return p, fmt.Errorf("%q is an IPv4-mapped IPv6 address: write IPv4 addresses in dotted form", s)
+	}
+	return p, nil
+}
+
+func parseAddr(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return a, err
+	}
+	if a.Is4In6() || a.Zone() != "" {
+		return a, fmt.Errorf("%q is an IPv4-mapped or zoned IPv6 address: write a plain IPv4 or IPv6 address", s)
+	}
+	return a, nil
 }
 
 // ipNet converts a prefix to the net.IPNet the CNI types use, keeping the host bits:
@@ -104,9 +128,9 @@ func (r Reservation) Equal(o Reservation) bool { return slices.Equal(r, o) }
 func ReservationFromIPAMD(ips []api.IPConfig) (Reservation, error) {
 	out := make(Reservation, 0, len(ips))
 	for i, ipc := range ips {
-		p, err := netip.ParsePrefix(ipc.Address)
+		p, err := parsePrefix(ipc.Address)
 		if err != nil {
-			return nil, fmt.Errorf("ips[%d].address %q from pool %q: %w", i, ipc.Address, ipc.Pool, err)
+			return nil, fmt.Errorf("ips[%d].address from pool %q: %w", i, ipc.Pool, err)
 		}
 		out = append(out, p)
 	}

@@ -114,6 +114,9 @@ func TestBuildResultRejectsBadAnswers(t *testing.T) {
 		"route gw not an address":    {IPs: []api.IPConfig{{Address: "10.6.0.7/16"}}, Routes: []api.Route{{Dst: "10.0.0.0/8", Gw: "x"}}},
 		"route gw of other family":   {IPs: []api.IPConfig{{Address: "10.6.0.7/16"}}, Routes: []api.Route{{Dst: "10.0.0.0/8", Gw: "fd00::1"}}},
 		"address of impossible bits": {IPs: []api.IPConfig{{Address: "10.6.0.7/33"}}},
+		"IPv4-mapped address":        {IPs: []api.IPConfig{{Address: "::ffff:10.6.0.7/112"}}},
+		"zoned gateway":              {IPs: []api.IPConfig{{Address: "fd00::7/64", Gateway: "fd00::1%eth0"}}},
+		"IPv4-mapped route gateway":  {IPs: []api.IPConfig{{Address: "fd00::7/64"}}, Routes: []api.Route{{Dst: "fd01::/64", Gw: "::ffff:1.2.3.4"}}},
 	} {
 		if _, err := BuildResult(&resp); err == nil {
 			t.Errorf("%s: no error", name)
