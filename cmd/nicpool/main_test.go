@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,4 +83,58 @@ func BenchmarkExecVersion(b *testing.B) {
 	}
 	b.ReportMetric(float64(st.Size())/(1<<20), "binary-MiB")
 	b.ReportMetric((user+sys)*1e3/float64(b.N), "cpu-ms/exec")
+}
+
+// TestMalformedCallsGetCNIErrors: whatever a runtime or a user passes, the binary
+// answers a CNI error on stdout and exits 1; it never dies with a Go panic.
+func TestMalformedCallsGetCNIErrors(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "no-ipamd.sock")
+	good := `{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","ipam_unix_socket_path":"` + sock + `"}}`
+	base := []string{"CNI_CONTAINERID=c1", "CNI_NETNS=/proc/1/ns/net", "CNI_IFNAME=net1", "CNI_PATH=/opt/cni/bin", "CNI_ARGS=K8S_POD_NAMESPACE=a;K8S_POD_NAME=b"}
+	tests := []struct {
+		name  string
+		env   []string
+		stdin string
+		code  uint
+	}{
+		{"ADD with garbage stdin", append([]string{"CNI_COMMAND=ADD"}, base...), "\x00\xff{", 6},
+		{"ADD with empty stdin", append([]string{"CNI_COMMAND=ADD"}, base...), "", 6},
+		{"ADD with an unsupported version", append([]string{"CNI_COMMAND=ADD"}, base...), strings.Replace(good, "1.1.0", "0.2.0", 1), 1},
+		{"ADD without an ipam section", append([]string{"CNI_COMMAND=ADD"}, base...), `{"cniVersion":"1.1.0","name":"n"}`, 7},
+		{"ADD without CNI_IFNAME", []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_NETNS=/proc/1/ns/net", "CNI_PATH=/opt/cni/bin"}, good, 4},
+		{"ADD with CNI_ARGS that are not KEY=VALUE", []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_NETNS=/proc/1/ns/net", "CNI_IFNAME=net1", "CNI_PATH=/opt/cni/bin", "CNI_ARGS=;;=;x"}, good, 4},
+		{"ADD with ipamd absent", append([]string{"CNI_COMMAND=ADD"}, base...), good, 11},
+		{"DEL with ipamd absent", append([]string{"CNI_COMMAND=DEL"}, base...), good, 11},
+		{"CHECK without prevResult", append([]string{"CNI_COMMAND=CHECK"}, base...), good, 7},
+		{"GC without valid attachments", []string{"CNI_COMMAND=GC", "CNI_PATH=/opt/cni/bin"}, good, 7},
+		{"STATUS with ipamd absent", []string{"CNI_COMMAND=STATUS", "CNI_PATH=/opt/cni/bin"}, good, 50},
+		{"unknown command", []string{"CNI_COMMAND=FROB", "CNI_PATH=/opt/cni/bin"}, good, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(binary)
+			cmd.Env = tt.env
+			cmd.Stdin = strings.NewReader(tt.stdin)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Fatalf("exit: %v, want status 1", err)
+			}
+			if strings.Contains(stderr.String(), "panic") || strings.Contains(stderr.String(), "goroutine ") {
+				t.Fatalf("the plugin panicked: %s", stderr.String())
+			}
+			var e struct {
+				Code uint   `json:"code"`
+				Msg  string `json:"msg"`
+			}
+			if err := json.Unmarshal(stdout.Bytes(), &e); err != nil {
+				t.Fatalf("stdout is not a CNI error: %v: %q", err, stdout.String())
+			}
+			if e.Code != tt.code || e.Msg == "" {
+				t.Errorf("error %+v, want code %d with a message", e, tt.code)
+			}
+		})
+	}
 }
