@@ -30,6 +30,9 @@ type Options struct {
 	// TerminatingGrace is how long a terminating pod keeps its addresses after its
 	// deletionTimestamp, for the kubelet to run CNI DEL. Default 30s; negative means 0.
 	TerminatingGrace time.Duration
+	// KeepTerminating keeps the addresses of terminating pods until their object is
+	// gone, whatever their grace (see Policy.KeepTerminating).
+	KeepTerminating bool
 	// Debounce delays the pass a pod or StatefulSet event triggers, so that a burst of
 	// events costs one pass. Default 1s.
 	Debounce time.Duration
@@ -110,7 +113,7 @@ func (c *Collector) Pass(ctx context.Context) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
-	policy := Policy{TerminatingGrace: c.opts.TerminatingGrace}
+	policy := Policy{TerminatingGrace: c.opts.TerminatingGrace, KeepTerminating: c.opts.KeepTerminating}
 	plan := Decide(snap, policy)
 	recheck := plan.Recheck
 	plan, pending, ripeAt := c.ripen(plan, snap.Now)

@@ -53,6 +53,10 @@ type Policy struct {
 	// deletionTimestamp (which the API server already sets to the deletion request time
 	// plus the pod's grace period). It leaves the kubelet time to run CNI DEL.
 	TerminatingGrace time.Duration
+	// KeepTerminating keeps the addresses of terminating pods until their object is
+	// gone. A pod on a partitioned node may still run after its grace period; an
+	// operator who prefers a leak to the risk of handing its address out again sets it.
+	KeepTerminating bool
 }
 
 // Snapshot is what the collector knows of the cluster at one instant.
@@ -210,6 +214,9 @@ func (ix *index) judgePresent(pod *corev1.Pod) verdict {
 	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
 		reason = ReasonPodFinished
 	case pod.DeletionTimestamp != nil:
+		if ix.policy.KeepTerminating {
+			return verdict{}
+		}
 		deadline := pod.DeletionTimestamp.Add(ix.policy.TerminatingGrace)
 		if ix.now.Before(deadline) {
 			return verdict{recheck: deadline}

@@ -255,6 +255,17 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+func TestDecideKeepTerminating(t *testing.T) {
+	plan := Decide(Snapshot{
+		Now:   now,
+		Pods:  []corev1.Pod{pod("a", "u1", deleting(now.Add(-time.Hour)))},
+		Pools: []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})},
+	}, Policy{KeepTerminating: true})
+	if got := released(plan); len(got) != 0 || !plan.Recheck.IsZero() {
+		t.Errorf("KeepTerminating: released %q, recheck %v; want nothing", got, plan.Recheck)
+	}
+}
+
 func TestDecideRecheckAtEndOfGrace(t *testing.T) {
 	del := now.Add(-10 * time.Second)
 	plan := Decide(Snapshot{
