@@ -308,7 +308,7 @@ func (p *pod) hasInterface(t *testing.T) bool {
 
 // newPool creates a pool with the given addresses and gateway; its IP version follows
 // the subnet.
-func newPool(t *testing.T, name, subnet, gateway string, ips ...string) *v2beta1.SpiderIPPool {
+func newPool(t testing.TB, name, subnet, gateway string, ips ...string) *v2beta1.SpiderIPPool {
 	t.Helper()
 	version := v2beta1.IPv4
 	if netip.MustParsePrefix(subnet).Addr().Is6() {
@@ -324,7 +324,7 @@ func newPool(t *testing.T, name, subnet, gateway string, ips ...string) *v2beta1
 	}, gateway)
 }
 
-func createPool(t *testing.T, pool *v2beta1.SpiderIPPool, gateway string) *v2beta1.SpiderIPPool {
+func createPool(t testing.TB, pool *v2beta1.SpiderIPPool, gateway string) *v2beta1.SpiderIPPool {
 	t.Helper()
 	name := pool.Name
 	if gateway != "" {

@@ -1,0 +1,65 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BenchmarkPluginAddDel is one pod interface's life as the nicpool binary sees it: the
+// main plugin execs it for ADD and later for DEL, each a round trip to the real ipamd,
+// which writes the pool and the SpiderEndpoint to the real API server. It reports the
+// plugin's own CPU per exec beside the wall time of the pair.
+func BenchmarkPluginAddDel(b *testing.B) {
+	ctx := context.Background()
+	newPool(b, "bench-pool", "10.77.30.0/24", "10.77.30.1", "10.77.30.10-10.77.30.250")
+	obj := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-a", Namespace: testNamespace},
+		Spec:       corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	if err := suite.env.Client.Create(ctx, obj); err != nil {
+		b.Fatal(err)
+	}
+	defer suite.env.Client.Delete(ctx, obj)
+	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"bench-net","type":"macvlan","ipam":{"type":"nicpool","ipam_unix_socket_path":%q,"default_ipv4_ippool":["bench-pool"],"log_file_path":%q}}`,
+		suite.ipamd.socket, suite.logFile)
+	plugin := filepath.Join(suite.binDir, "nicpool")
+	var cpu float64
+	run := func(verb, container string) {
+		cmd := exec.Command(plugin)
+		cmd.Env = []string{
+			"CNI_COMMAND=" + verb, "CNI_CONTAINERID=" + container, "CNI_NETNS=/var/run/netns/bench", "CNI_IFNAME=" + podInterface,
+			"CNI_PATH=" + suite.binDir,
+			"CNI_ARGS=K8S_POD_NAMESPACE=" + testNamespace + ";K8S_POD_NAME=bench-a;K8S_POD_UID=" + string(obj.UID),
+			// The plugin checks CNI_NETNS only after a successful ADD; no namespace is
+			// needed to measure it alone.
+			"CNI_NETNS_OVERRIDE=1",
+		}
+		cmd.Stdin = strings.NewReader(conf)
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("%s: %v: %s", verb, err, out.String())
+		}
+		if verb == "ADD" && !json.Valid(out.Bytes()) {
+			b.Fatalf("ADD printed %q", out.String())
+		}
+		cpu += cmd.ProcessState.UserTime().Seconds() + cmd.ProcessState.SystemTime().Seconds()
+	}
+	i := 0
+	for b.Loop() {
+		container := fmt.Sprintf("bench-%d", i)
+		i++
+		run("ADD", container)
+		run("DEL", container)
+	}
+	b.ReportMetric(cpu*1e3/float64(2*b.N), "plugin-cpu-ms/exec")
+}
