@@ -51,3 +51,18 @@ run: tools build ## start the local control plane with nicpool, sample pools; Ct
 
 clean: ## remove built binaries and local state
 	rm -rf $(BIN) .local
+
+# Container images, for users with Docker (BuildKit); tags match manifests/base.
+DOCKER      ?= docker
+IMAGE_REPO  ?= nicpool
+IMAGE_TAG   ?= dev
+IMAGES      := nicpool nicpool-ipamd nicpool-webhook
+
+.PHONY: images manifests
+
+images: ## build the container images nicpool/<binary>:dev with Docker from build/<binary>.Dockerfile (IMAGE_REPO, IMAGE_TAG)
+	@for c in $(IMAGES); do echo "== $(IMAGE_REPO)/$$c:$(IMAGE_TAG)"; \
+	  DOCKER_BUILDKIT=1 $(DOCKER) build -f build/$$c.Dockerfile -t $(IMAGE_REPO)/$$c:$(IMAGE_TAG) . ; done
+
+manifests: ## regenerate manifests/base's CRDs and webhook configurations from crds/yaml and webhook/configs
+	$(GO) run ./hack/manifests

@@ -1,0 +1,143 @@
+package manifests_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/manifests"
+)
+
+// The cert-manager module whose CRDs the cert-manager overlay is checked against.
+// Only its CRDs are served (no controller): the API server validates Issuers and
+// Certificates against their schemas.
+const certManagerModule = "github.com/cert-manager/cert-manager@" + manifests.CertManagerVersion
+
+var (
+	envOnce sync.Once
+	env     *testenv.Env
+	envErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if env != nil {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop control plane:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// controlPlane starts one kube-apiserver for the package, with cert-manager's CRDs
+// installed beside nicpool's.
+func controlPlane(t *testing.T) *testenv.Env {
+	t.Helper()
+	envOnce.Do(func() {
+		var extra []*apiextensionsv1.CustomResourceDefinition
+		if extra, envErr = certManagerCRDs(); envErr != nil {
+			return
+		}
+		env, envErr = testenv.Start(testenv.Options{ExtraCRDs: extra})
+	})
+	if envErr != nil {
+		t.Fatal(envErr)
+	}
+	return env
+}
+
+// certManagerCRDs reads the CRD YAML that cert-manager ships in its module
+// (deploy/crds), fetched through the Go module proxy like any dependency.
+func certManagerCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	out, err := exec.Command("go", "mod", "download", "-json", certManagerModule).Output()
+	if err != nil {
+		return nil, fmt.Errorf("go mod download %s: %w", certManagerModule, err)
+	}
+	var mod struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Error != "" || mod.Dir == "" {
+		return nil, fmt.Errorf("go mod download %s: %s %v", certManagerModule, mod.Error, err)
+	}
+	files, err := filepath.Glob(filepath.Join(mod.Dir, "deploy", "crds", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no CRD YAML in %s/deploy/crds (%v)", mod.Dir, err)
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(data, crd); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		crds = append(crds, crd)
+	}
+	return crds, nil
+}
+
+const fieldOwner = client.FieldOwner("nicpool-manifests-test")
+
+// apply creates (or updates) every object with server-side apply, as
+// `kubectl apply --server-side -k` would, and reads each back.
+func apply(t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range objs {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), fieldOwner, client.ForceOwnership); err != nil {
+			t.Errorf("API server refused %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+			continue
+		}
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(o.GroupVersionKind())
+		if err := c.Get(ctx, client.ObjectKeyFromObject(o), got); err != nil {
+			t.Errorf("%s %s/%s not readable after apply: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+}
+
+// remove deletes what an overlay added on top of what every overlay shares (the
+// CRDs and the namespace), so the next overlay starts from a cluster without it.
+func remove(t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "CustomResourceDefinition", "Namespace":
+			continue
+		}
+		if err := c.Delete(context.Background(), o.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+}
+
+// Every rendered object of every kustomization is accepted by a real API server
+// with cert-manager's CRDs installed: the YAML is valid against the real schemas
+// (pod templates, RBAC, webhook configurations, Issuers, Certificates).
+func TestEveryKustomizationIsAcceptedByTheAPIServer(t *testing.T) {
+	e := controlPlane(t)
+	for _, dir := range manifests.Kustomizations {
+		t.Run(dir, func(t *testing.T) {
+			objs := render(t, dir)
+			apply(t, e.Client, objs)
+			remove(t, e.Client, objs)
+		})
+	}
+}
+
+func describe(o *unstructured.Unstructured) string {
+	return strings.TrimPrefix(o.GetNamespace()+"/", "/") + o.GetName()
+}
