@@ -106,7 +106,11 @@ func (c *Collector) Pass(ctx context.Context) (res Result, err error) {
 	start := time.Now()
 	defer func() {
 		passDuration.Observe(time.Since(start).Seconds())
-		runsTotal.WithLabelValues(map[bool]string{true: "success", false: "error"}[err == nil]).Inc()
+		result := "success"
+		if err != nil {
+			result = "error"
+		}
+		runsTotal.WithLabelValues(result).Inc()
 		pendingReleases.Set(float64(res.Pending))
 	}()
 	snap, err := c.snapshot(ctx)

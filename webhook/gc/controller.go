@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -99,6 +100,11 @@ func setupCollector(mgr ctrl.Manager, collector *Collector, opts Options) error 
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Pod{}, pods)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &appsv1.StatefulSet{}, sets)).
 		WatchesRawSource(start).
+		// A failed pass is retried with backoff, but never later than the next periodic
+		// pass would have run.
+		WithOptions(controller.Options{
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, opts.Interval),
+		}).
 		Complete(&passReconciler{collector: collector, interval: opts.Interval})
 }
 
