@@ -1,0 +1,17 @@
+# syntax=docker/dockerfile:1
+# The node IPAM daemon: a static binary on a distroless base. It runs as root
+# because its socket is root-only, like the container runtime that execs the CNI
+# plugin; the DaemonSet drops every capability.
+ARG GO_VERSION=1.26
+
+FROM golang:${GO_VERSION} AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY . .
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/nicpool-ipamd ./cmd/nicpool-ipamd
+
+FROM gcr.io/distroless/static-debian12
+COPY --from=build /out/nicpool-ipamd /usr/local/bin/nicpool-ipamd
+ENTRYPOINT ["/usr/local/bin/nicpool-ipamd"]

@@ -1,0 +1,353 @@
+package tilt_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/hack/tilt"
+	"github.com/nicpool/nicpool/manifests"
+)
+
+var root = testenv.RepoRoot()
+
+// kustomize renders like Tilt's kustomize(): one YAML stream.
+func kustomize(dir string) (string, error) {
+	objs, err := manifests.Render(filepath.Join(root, dir))
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, o := range objs {
+		y, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString("---\n")
+		b.Write(y)
+	}
+	return b.String(), nil
+}
+
+func evaluate(t *testing.T, args map[string]string) *tilt.Result {
+	t.Helper()
+	r, err := tilt.Evaluate(tilt.Options{Root: root, Args: args, Kustomize: kustomize})
+	if err != nil {
+		t.Fatalf("Tiltfile with %v: %v", args, err)
+	}
+	return r
+}
+
+func exists(t *testing.T, what, path string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(root, path)); err != nil {
+		t.Errorf("%s %q does not exist in the repository", what, path)
+	}
+}
+
+var targetRE = regexp.MustCompile(`^([a-z][a-z0-9-]*):`)
+
+// makeTargets are the targets the Makefile defines.
+func makeTargets(t *testing.T) []string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if m := targetRE.FindStringSubmatch(s.Text()); m != nil {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// The default mode needs neither Docker nor a cluster: every command is a make
+// target (the project's interface), and a change to any package the binaries are
+// built from rebuilds and restarts the local cluster.
+func TestLocalModeRunsTheMakefile(t *testing.T) {
+	for _, args := range []map[string]string{nil, {"mode": "local"}} {
+		r := evaluate(t, args)
+		if len(r.Images) > 0 || len(r.YAML) > 0 || len(r.K8sResources) > 0 {
+			t.Errorf("mode local builds images or applies YAML: %d images, %d YAML, %d resources", len(r.Images), len(r.YAML), len(r.K8sResources))
+		}
+		targets := makeTargets(t)
+		names := map[string]bool{}
+		var serving *tilt.LocalResource
+		for i, lr := range r.LocalResources {
+			names[lr.Name] = true
+			for _, cmd := range []string{lr.Cmd, lr.ServeCmd} {
+				if cmd == "" {
+					continue
+				}
+				target, ok := strings.CutPrefix(cmd, "make ")
+				if !ok || strings.Contains(target, " ") || !slices.Contains(targets, target) {
+					t.Errorf("local_resource %s runs %q: want `make <target>` with a target of the Makefile (%v)", lr.Name, cmd, targets)
+				}
+			}
+			for _, d := range lr.Deps {
+				exists(t, "dep of "+lr.Name, d)
+			}
+			if lr.ServeCmd != "" {
+				serving = &r.LocalResources[i]
+			}
+		}
+		for _, lr := range r.LocalResources {
+			for _, d := range lr.ResourceDeps {
+				if !names[d] {
+					t.Errorf("local_resource %s depends on unknown resource %s", lr.Name, d)
+				}
+			}
+		}
+		if serving == nil {
+			t.Fatal("no local_resource serves the local cluster")
+		}
+		if serving.ServeCmd != "make run" || serving.Cmd != "make build" {
+			t.Errorf("the local cluster should be built by `make build` and served by `make run`, got cmd %q serve_cmd %q", serving.Cmd, serving.ServeCmd)
+		}
+		if len(serving.ReadinessExec) == 0 {
+			t.Error("the local cluster has no readiness probe")
+		}
+		// Every top-level folder holding a package that a binary is built from is a
+		// dep, or a change to it would not restart the cluster.
+		for _, dir := range sourceFolders(t) {
+			if !slices.Contains(serving.Deps, dir) {
+				t.Errorf("%s: a change in %s/ does not rebuild and restart the local cluster", serving.Name, dir)
+			}
+		}
+		for _, f := range []string{"go.mod", "go.sum"} {
+			if !slices.Contains(serving.Deps, f) {
+				t.Errorf("%s does not watch %s", serving.Name, f)
+			}
+		}
+	}
+}
+
+// sourceFolders are the repository's top-level folders that contain a package
+// one of the binaries (cmd/...) imports.
+func sourceFolders(t *testing.T) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-e", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", "./cmd/...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./cmd/...: %v", err)
+	}
+	var dirs []string
+	for _, d := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(root, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		top := strings.Split(filepath.ToSlash(rel), "/")[0]
+		if !slices.Contains(dirs, top) {
+			dirs = append(dirs, top)
+		}
+	}
+	if !slices.Contains(dirs, "cmd") {
+		t.Fatalf("go list found no binaries: %v", dirs)
+	}
+	return dirs
+}
+
+// Mode kind builds every image the manifests use from an existing Dockerfile,
+// applies an overlay that renders, installs the cert-manager release the overlay
+// is tested against before anything needs it, and forwards each component's
+// metrics port.
+func TestKindModeBuildsImagesAndAppliesTheOverlay(t *testing.T) {
+	r := evaluate(t, map[string]string{"mode": "kind"})
+	for _, lr := range r.LocalResources {
+		for _, d := range lr.Deps {
+			exists(t, "dep of "+lr.Name, d)
+		}
+	}
+	for _, f := range r.WatchedFiles {
+		exists(t, "watched file", f)
+	}
+	if len(r.Kustomizations) != 1 || !slices.ContainsFunc(manifests.Kustomizations, func(k string) bool {
+		return filepath.Join(manifests.Dir, k) == filepath.Clean(r.Kustomizations[0])
+	}) {
+		t.Fatalf("kind mode applies %v; want one of %v", r.Kustomizations, manifests.Kustomizations)
+	}
+	var objs []*unstructured.Unstructured
+	for _, blob := range r.YAML {
+		for _, doc := range strings.Split(blob, "\n---\n") {
+			u := &unstructured.Unstructured{}
+			if strings.TrimSpace(strings.TrimPrefix(doc, "---\n")) == "" {
+				continue
+			}
+			j, err := yaml.YAMLToJSON([]byte(strings.TrimPrefix(doc, "---\n")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := u.UnmarshalJSON(j); err != nil {
+				t.Fatal(err)
+			}
+			objs = append(objs, u)
+		}
+	}
+	if len(objs) == 0 {
+		t.Fatal("kind mode applies no objects")
+	}
+
+	// Images: every image of a workload is built, every build is used.
+	used := map[string]bool{}
+	workloads := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" && o.GetKind() != "DaemonSet" {
+			continue
+		}
+		workloads[o.GetName()] = o
+		for _, field := range []string{"initContainers", "containers"} {
+			cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", field)
+			for _, c := range cs {
+				image := c.(map[string]any)["image"].(string)
+				used[strings.Split(image, ":")[0]] = true
+			}
+		}
+	}
+	built := map[string]bool{}
+	for _, img := range r.Images {
+		built[img.Ref] = true
+		exists(t, "build context of "+img.Ref, img.Context)
+		exists(t, "Dockerfile of "+img.Ref, img.Dockerfile)
+		exists(t, "ignore file of "+img.Ref, img.Dockerfile+".dockerignore")
+		if !used[img.Ref] {
+			t.Errorf("image %s is built but no workload uses it", img.Ref)
+		}
+		for _, ig := range []string{"bin", ".local"} {
+			if !slices.Contains(img.Ignore, ig) {
+				t.Errorf("image %s sends %s/ to the builder", img.Ref, ig)
+			}
+		}
+		// The Dockerfile builds the binary the image is named after.
+		df, err := os.ReadFile(filepath.Join(root, img.Dockerfile))
+		if err != nil {
+			continue
+		}
+		binary := filepath.Base(img.Ref)
+		if !strings.Contains(string(df), "./cmd/"+binary+"\n") {
+			t.Errorf("%s does not build ./cmd/%s", img.Dockerfile, binary)
+		}
+		exists(t, "command of "+img.Ref, filepath.Join("cmd", binary))
+	}
+	for ref := range used {
+		if !built[ref] {
+			t.Errorf("workload image %s has no docker_build", ref)
+		}
+	}
+
+	// Resources: workloads and object selectors exist; every object has a resource.
+	names := map[string]bool{}
+	for _, lr := range r.LocalResources {
+		names[lr.Name] = true
+	}
+	claimed := map[*unstructured.Unstructured]bool{}
+	for _, res := range r.K8sResources {
+		names[res.Name()] = true
+		if res.Workload != "" {
+			w, ok := workloads[res.Workload]
+			if !ok {
+				t.Errorf("k8s_resource %s: no such workload", res.Workload)
+				continue
+			}
+			claimed[w] = true
+			for _, pf := range res.PortForwards {
+				_, port, _ := strings.Cut(pf, ":")
+				if !containerPort(w, port) {
+					t.Errorf("k8s_resource %s forwards %s: not a container port", res.Workload, pf)
+				}
+			}
+		}
+		for _, sel := range res.Objects {
+			name, kind, _ := strings.Cut(sel, ":")
+			found := false
+			for _, o := range objs {
+				if o.GetName() == name && strings.EqualFold(o.GetKind(), kind) {
+					found, claimed[o] = true, true
+				}
+			}
+			if !found {
+				t.Errorf("k8s_resource %s: object %s is not rendered", res.Name(), sel)
+			}
+		}
+	}
+	for _, res := range r.K8sResources {
+		for _, d := range res.ResourceDeps {
+			if !names[d] {
+				t.Errorf("k8s_resource %s depends on unknown resource %s", res.Name(), d)
+			}
+		}
+	}
+	for _, o := range objs {
+		// Tilt puts a Service with the workload it selects; anything else unclaimed
+		// would land in "uncategorized".
+		if !claimed[o] && o.GetKind() != "Service" {
+			t.Errorf("%s %s belongs to no Tilt resource", o.GetKind(), o.GetName())
+		}
+	}
+	for _, w := range []string{"nicpool-webhook", "nicpool-ipamd"} {
+		if !slices.ContainsFunc(r.K8sResources, func(res tilt.K8sResource) bool { return res.Workload == w && len(res.PortForwards) > 0 }) {
+			t.Errorf("the metrics of %s are not port-forwarded", w)
+		}
+	}
+
+	// cert-manager: the tested release, installed and waited for before the
+	// certificates are applied.
+	var cm *tilt.LocalResource
+	for i, lr := range r.LocalResources {
+		if lr.Name == "cert-manager" {
+			cm = &r.LocalResources[i]
+		}
+	}
+	if cm == nil {
+		t.Fatal("kind mode does not install cert-manager")
+	}
+	if !strings.Contains(cm.Cmd, "/"+manifests.CertManagerVersion+"/") || !strings.Contains(cm.Cmd, "kubectl -n cert-manager wait") {
+		t.Errorf("cert-manager resource should install %s and wait for it: %q", manifests.CertManagerVersion, cm.Cmd)
+	}
+	for _, res := range r.K8sResources {
+		if slices.ContainsFunc(res.Objects, func(s string) bool { return strings.HasSuffix(s, ":certificate") || strings.HasSuffix(s, ":issuer") }) &&
+			!slices.Contains(res.ResourceDeps, "cert-manager") {
+			t.Errorf("k8s_resource %s applies cert-manager objects before cert-manager is ready", res.Name())
+		}
+	}
+}
+
+func containerPort(w *unstructured.Unstructured, port string) bool {
+	n, err := strconv.ParseInt(port, 10, 32)
+	if err != nil {
+		return false
+	}
+	cs, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "containers")
+	for _, c := range cs {
+		ports, _, _ := unstructured.NestedSlice(c.(map[string]any), "ports")
+		for _, p := range ports {
+			if cp, _, _ := unstructured.NestedInt64(p.(map[string]any), "containerPort"); cp == n {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// A mistyped mode fails the Tiltfile instead of starting nothing.
+func TestUnknownModeFails(t *testing.T) {
+	if _, err := tilt.Evaluate(tilt.Options{Root: root, Args: map[string]string{"mode": "minikube"}, Kustomize: kustomize}); err == nil ||
+		!strings.Contains(err.Error(), "unknown mode") {
+		t.Errorf("mode minikube: want an error naming the modes, got %v", err)
+	}
+}
