@@ -1,0 +1,131 @@
+package configs_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	nicwebhook "github.com/nicpool/nicpool/webhook"
+	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/metrics"
+	"github.com/nicpool/nicpool/webhook/webhooktest"
+)
+
+var env *webhooktest.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	// Exactly the configurations the manifests are generated from.
+	env, err = webhooktest.Start(configs.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop:", err)
+	}
+	os.Exit(code)
+}
+
+func TestConfigurationsFailClosedAndAreScoped(t *testing.T) {
+	m, v := configs.Configurations(configs.Options{CABundle: []byte("ca")})
+	check := func(name string, fp *admissionregistrationv1.FailurePolicyType, se *admissionregistrationv1.SideEffectClass, timeout *int32, ns *metav1.LabelSelector, cc admissionregistrationv1.WebhookClientConfig) {
+		if fp == nil || *fp != admissionregistrationv1.Fail {
+			t.Errorf("%s: failurePolicy %v; want Fail", name, fp)
+		}
+		if se == nil || *se != admissionregistrationv1.SideEffectClassNone {
+			t.Errorf("%s: sideEffects %v; want None", name, se)
+		}
+		if timeout == nil || *timeout > 5 {
+			t.Errorf("%s: timeoutSeconds %v; want at most 5", name, timeout)
+		}
+		if ns == nil || len(ns.MatchExpressions) != 1 || ns.MatchExpressions[0].Operator != metav1.LabelSelectorOpNotIn ||
+			fmt.Sprint(ns.MatchExpressions[0].Values) != "[kube-system nicpool-system]" {
+			t.Errorf("%s: namespaceSelector %v; want kubernetes.io/metadata.name NotIn [kube-system nicpool-system]", name, ns)
+		}
+		if cc.Service == nil || cc.Service.Namespace != "nicpool-system" || cc.Service.Name != "nicpool-webhook" || string(cc.CABundle) != "ca" {
+			t.Errorf("%s: clientConfig %+v", name, cc)
+		}
+	}
+	for _, w := range m.Webhooks {
+		check(w.Name, w.FailurePolicy, w.SideEffects, w.TimeoutSeconds, w.NamespaceSelector, w.ClientConfig)
+		if w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy {
+			t.Errorf("%s: reinvocationPolicy %v; want IfNeeded", w.Name, w.ReinvocationPolicy)
+		}
+	}
+	for _, w := range v.Webhooks {
+		check(w.Name, w.FailurePolicy, w.SideEffects, w.TimeoutSeconds, w.NamespaceSelector, w.ClientConfig)
+	}
+	if len(m.Webhooks[0].MatchConditions) != 1 || len(v.Webhooks[0].MatchConditions) != 1 {
+		t.Errorf("pod webhooks carry no match condition")
+	}
+	if ns := (configs.Options{Namespace: "ipam"}).ExcludedNamespaces(); fmt.Sprint(ns) != "[kube-system ipam]" {
+		t.Errorf("excluded namespaces %v for namespace ipam", ns)
+	}
+}
+
+// Pods that select no nicpool pool, and pods in kube-system or nicpool's namespace,
+// never reach the pod webhooks: the API server's match conditions and namespace
+// selector keep them away, as the webhooks' request counters show.
+func TestOnlyAnnotatedPodsReachThePodWebhooks(t *testing.T) {
+	ctx := context.Background()
+	for _, ns := range []string{"apps", configs.DefaultNamespace} {
+		if err := env.Namespace(ctx, ns, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.Client.Create(ctx, &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "m-v4"}, Spec: v2beta1.IPPoolSpec{Subnet: "10.120.0.0/24", IPs: []string{"10.120.0.10-10.120.0.20"}}}); err != nil {
+		t.Fatal(err)
+	}
+	selects := map[string]string{annotations.IPPool: `{"ipv4":["m-v4"]}`}
+	calls := func() float64 { return metrics.Requests(nicwebhook.MutatePod) + metrics.Requests(nicwebhook.ValidatePod) }
+
+	for i, tc := range []struct {
+		name, namespace string
+		ann             map[string]string
+	}{
+		{"no annotations", "apps", nil},
+		{"other annotations only", "apps", map[string]string{annotations.MultusNetworks: "macvlan-a", "example.com/x": "y"}},
+		{"annotated, in kube-system", "kube-system", selects},
+		{"annotated, in nicpool's namespace", configs.DefaultNamespace, selects},
+	} {
+		before := calls()
+		p := pod(tc.namespace, fmt.Sprintf("away-%d", i), tc.ann)
+		if err := env.Client.Create(ctx, p); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if after := calls(); after != before {
+			t.Errorf("%s: the pod webhooks served %v requests for it; want none", tc.name, after-before)
+		}
+		if _, resolved := p.Annotations[annotations.IPPools]; resolved {
+			t.Errorf("%s: the pod was mutated", tc.name)
+		}
+	}
+
+	beforeM, beforeV := metrics.Requests(nicwebhook.MutatePod), metrics.Requests(nicwebhook.ValidatePod)
+	p := pod("apps", "selects", selects)
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if metrics.Requests(nicwebhook.MutatePod) <= beforeM || metrics.Requests(nicwebhook.ValidatePod) <= beforeV {
+		t.Errorf("an annotated pod did not reach both pod webhooks")
+	}
+	if p.Annotations[annotations.IPPools] != `[{"interface":"eth0","ipv4":["m-v4"]}]` {
+		t.Errorf("annotated pod not resolved: %v", p.Annotations)
+	}
+}
+
+func pod(ns, name string, ann map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/app:1"}}},
+	}
+}
