@@ -63,7 +63,9 @@ func begin(verb string, args *skel.CmdArgs) (*call, func(), error) {
 	return c, func() { cancel(); closeLog() }, nil
 }
 
-func (c *call) attachment(args *skel.CmdArgs, pod PodArgs) api.Attachment {
+// attachment names the interface: CNI_CONTAINERID, which GC's valid attachments use,
+// or the pod's infra container when a runtime leaves it out.
+func attachment(args *skel.CmdArgs, pod PodArgs) api.Attachment {
 	id := args.ContainerID
 	if id == "" {
 		id = pod.InfraContainerID
@@ -87,7 +89,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 	}
 	log := c.log.With("pod", pod.Pod.Namespace+"/"+pod.Pod.Name)
 	resp, err := c.client.Allocate(c.ctx, &api.AllocateRequest{
-		Attachment: c.attachment(args, pod),
+		Attachment: attachment(args, pod),
 		NetNS:      args.Netns,
 		Pod:        pod.Pod,
 		Network:    c.conf.NetworkConfig(),
@@ -126,7 +128,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	// the pod's name.
 	pod, _ := ParseArgs(args.Args)
 	resp, err := c.client.Release(c.ctx, &api.ReleaseRequest{
-		Attachment: c.attachment(args, pod),
+		Attachment: attachment(args, pod),
 		Pod:        pod.Pod,
 		Network:    c.conf.NetworkConfig(),
 	})
@@ -163,7 +165,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	}
 	pod, _ := ParseArgs(args.Args)
 	resp, err := c.client.Check(c.ctx, &api.CheckRequest{
-		Attachment: c.attachment(args, pod),
+		Attachment: attachment(args, pod),
 		Pod:        pod.Pod,
 		Network:    c.conf.NetworkConfig(),
 	})

@@ -71,25 +71,39 @@ func TestCleanGatewayLeavesNoDefaultRoute(t *testing.T) {
 	}
 }
 
-func TestCheckFailsOnceTheReservationIsGone(t *testing.T) {
+func TestCheckFailsOnceTheReservationChangesOrIsGone(t *testing.T) {
 	defer dumpLog(t)
 	newPool(t, "check-pool", "10.77.3.0/24", "10.77.3.1", "10.77.3.10-10.77.3.20")
 	nw := newNetwork(t, "check-net", "1.0.0", map[string]any{"default_ipv4_ippool": []string{"check-pool"}})
 	p := newPod(t, "check-a", nil)
-	addr := addressOf(t, nw.mustAdd(t, p))
+	addr := addressOf(t, nw.mustAdd(t, p)).Addr()
 
 	if err := nw.check(p); err != nil {
 		t.Fatalf("CHECK right after ADD: %v", err)
 	}
-	removeReservation(t, "check-pool", addr.Addr(), p)
+
+	// Someone moves the pod's record to another address of the pool.
+	other := addr.Next()
+	editPool(t, "check-pool", func(a v2beta1.PoolIPAllocations) {
+		a[other.String()] = a[addr.String()]
+		delete(a, addr.String())
+	})
 	var err error
-	eventually(t, "CHECK fails after the reservation was removed", func() (bool, string) {
+	eventually(t, "CHECK fails once the pool records another address", func() (bool, string) {
 		err = nw.check(p)
 		return err != nil, "CHECK still passes"
 	})
-	if c := cniCode(err); c != 110 && c != 111 {
-		t.Errorf("CHECK failed with %v (code %d), want nicpool's reservation missing (110) or differs (111)", err, c)
+	if cniCode(err) != 111 {
+		t.Errorf("CHECK: %v (code %d), want nicpool's reservation differs (111)", err, cniCode(err))
 	}
+
+	// Then the record is gone altogether.
+	editPool(t, "check-pool", func(a v2beta1.PoolIPAllocations) { delete(a, other.String()) })
+	removeFromEndpoint(t, p)
+	eventually(t, "CHECK reports the reservation missing once the pool records none", func() (bool, string) {
+		err = nw.check(p)
+		return cniCode(err) == 110, fmt.Sprintf("CHECK answers %v", err)
+	})
 }
 
 func TestDelReleasesAndIsIdempotent(t *testing.T) {
@@ -359,10 +373,9 @@ func TestTwoPodsOnOneParentTalkTCP(t *testing.T) {
 	}
 }
 
-// removeReservation releases the pod's address behind ipamd's back, as an operator
-// editing the pool (or a buggy controller) would: from the pool's status and from the
-// pod's SpiderEndpoint.
-func removeReservation(t *testing.T, pool string, addr netip.Addr, p *pod) {
+// editPool changes the pool's allocations behind ipamd's back, as an operator editing
+// the pool (or a buggy controller) would.
+func editPool(t *testing.T, pool string, edit func(v2beta1.PoolIPAllocations)) {
 	t.Helper()
 	ctx := context.Background()
 	c := suite.env.Client
@@ -371,14 +384,24 @@ func removeReservation(t *testing.T, pool string, addr netip.Addr, p *pod) {
 		if err := c.Get(ctx, client.ObjectKey{Name: pool}, &obj); err != nil {
 			return err
 		}
-		delete(obj.Status.AllocatedIPs, addr.String())
+		if obj.Status.AllocatedIPs == nil {
+			obj.Status.AllocatedIPs = v2beta1.PoolIPAllocations{}
+		}
+		edit(obj.Status.AllocatedIPs)
 		obj.Status.AllocatedIPCount = ptr.To(int64(len(obj.Status.AllocatedIPs)))
 		return c.Status().Update(ctx, &obj)
 	})
 	if err != nil {
-		t.Fatalf("remove %s from pool %s: %v", addr, pool, err)
+		t.Fatalf("edit pool %s: %v", pool, err)
 	}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+}
+
+// removeFromEndpoint drops the test interface from the pod's SpiderEndpoint.
+func removeFromEndpoint(t *testing.T, p *pod) {
+	t.Helper()
+	ctx := context.Background()
+	c := suite.env.Client
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var ep v2beta1.SpiderEndpoint
 		if err := c.Get(ctx, client.ObjectKeyFromObject(p.obj), &ep); err != nil {
 			return err
