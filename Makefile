@@ -42,9 +42,11 @@ fuzz: ## run every fuzz target for FUZZTIME (default 60s)
 	  for f in $$(grep -h '^func Fuzz' $$spec/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
 	    echo "== $$spec $$f"; $(GOTEST) -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-60s} $$spec; done; done
 
-lint: ## go vet and gofmt
+lint: ## golangci-lint (built from hack/tools/lint on first use), go vet and gofmt
+	hack/tools/build.sh golangci-lint
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(BIN)/golangci-lint run ./...
 
 run: tools build ## start the local control plane with nicpool, sample pools; Ctrl-C stops it
 	$(BIN)/nicpool-local run

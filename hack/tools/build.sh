@@ -18,8 +18,10 @@ declare -A pkg=(
   [bridge]="cni:github.com/containernetworking/plugins/plugins/main/bridge"
   [host-local]="cni:github.com/containernetworking/plugins/plugins/ipam/host-local"
   [multus]="cni:gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus"
+  [golangci-lint]="lint:github.com/golangci/golangci-lint/v2/cmd/golangci-lint"
 )
 order=(etcd controller-gen kube-apiserver kube-controller-manager kube-scheduler macvlan bridge host-local multus)
+# golangci-lint is built by `make lint` only: CI's test run does not need it.
 [ $# -gt 0 ] && order=("$@")
 
 for tool in "${order[@]}"; do
