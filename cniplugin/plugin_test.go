@@ -180,14 +180,29 @@ func TestAddErrors(t *testing.T) {
 }
 
 func TestUnreachableIPAMD(t *testing.T) {
-	dir := t.TempDir()
-	conf := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","ipam_unix_socket_path":"` + filepath.Join(dir, "none.sock") + `"},"cni.dev/valid-attachments":[]}`)
-	p := (&Plugin{Stdout: io.Discard}).Funcs()
-	for verb, want := range map[string]uint{"ADD": types.ErrTryAgainLater, "DEL": types.ErrTryAgainLater, "GC": types.ErrTryAgainLater, "STATUS": types.ErrPluginNotAvailable} {
-		fn := map[string]func(*skel.CmdArgs) error{"ADD": p.Add, "DEL": p.Del, "GC": p.GC, "STATUS": p.Status}[verb]
-		err := fn(cmdArgs(conf))
-		if cniCode(err) != want || !strings.Contains(err.Error(), "ipamd is not answering") {
-			t.Errorf("%s: %v: want code %d saying ipamd is not answering", verb, err, want)
+	dir, err := os.MkdirTemp("", "nicpool-gone-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	// A socket file whose daemon died (killed, so it could not remove it) refuses
+	// connections; a missing file is what a node without ipamd has.
+	stale := filepath.Join(dir, "stale.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	_ = l.Close()
+	for _, sock := range []string{filepath.Join(dir, "none.sock"), stale} {
+		conf := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","ipam_unix_socket_path":"` + sock + `"},"cni.dev/valid-attachments":[]}`)
+		p := (&Plugin{Stdout: io.Discard}).Funcs()
+		for verb, want := range map[string]uint{"ADD": types.ErrTryAgainLater, "DEL": types.ErrTryAgainLater, "GC": types.ErrTryAgainLater, "STATUS": types.ErrPluginNotAvailable} {
+			fn := map[string]func(*skel.CmdArgs) error{"ADD": p.Add, "DEL": p.Del, "GC": p.GC, "STATUS": p.Status}[verb]
+			err := fn(cmdArgs(conf))
+			if cniCode(err) != want || !strings.Contains(err.Error(), "ipamd is not answering") {
+				t.Errorf("%s on %s: %v: want code %d saying ipamd is not answering", verb, filepath.Base(sock), err, want)
+			}
 		}
 	}
 }
