@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
@@ -279,6 +280,29 @@ func TestWhileIPAMDIsDown(t *testing.T) {
 	})
 	if a, ok := allocations(t, "down-pool")[addr]; ok {
 		t.Errorf("down-pool still records %s for %+v after DEL", addr, a)
+	}
+}
+
+func TestWhileIPAMDIsStarting(t *testing.T) {
+	defer dumpLog(t)
+	socket, stop := startUnsynced(t)
+	defer stop()
+	newPool(t, "start-pool", "10.77.12.0/24", "10.77.12.1", "10.77.12.10-10.77.12.20")
+	nw := newNetwork(t, "start-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"start-pool"}, "ipam_unix_socket_path": socket})
+	p := newPod(t, "start-a", nil)
+
+	_, err := nw.add(p)
+	if cniCode(err) != types.ErrTryAgainLater || !strings.Contains(err.Error(), "try again later") {
+		t.Errorf("ADD while ipamd is starting: %v, want code %d saying to try again later", err, types.ErrTryAgainLater)
+	}
+	if strings.Contains(err.Error(), "not answering") {
+		t.Errorf("ADD while ipamd is starting: %v: ipamd answers, the error must be its own", err)
+	}
+	if err := nw.del(p); cniCode(err) != types.ErrTryAgainLater {
+		t.Errorf("DEL while ipamd is starting: %v, want the retryable code %d", err, types.ErrTryAgainLater)
+	}
+	if err := nw.status(); cniCode(err) != types.ErrPluginNotAvailable {
+		t.Errorf("STATUS while ipamd is starting: %v, want code %d", err, types.ErrPluginNotAvailable)
 	}
 }
 

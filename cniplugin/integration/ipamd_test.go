@@ -2,15 +2,24 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"k8s.io/client-go/rest"
 
 	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/daemon"
 )
 
@@ -72,5 +81,75 @@ func (d *ipamd) stop() {
 	select {
 	case <-d.done:
 	case <-time.After(30 * time.Second):
+	}
+}
+
+// startUnsynced starts an ipamd that stays in its "starting" state: serving its socket,
+// its caches never synced. It reaches the API server through a proxy that answers
+// discovery (ipamd needs it to build its caches) but holds every list and watch, as an
+// API server too loaded to answer would. It returns the socket once the daemon answers
+// on it, and a function that stops it.
+func startUnsynced(t *testing.T) (string, func()) {
+	t.Helper()
+	upstream, err := rest.TransportFor(suite.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := url.Parse(suite.env.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	forward.Transport = upstream
+	hold := make(chan struct{})
+	proxy := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Discovery is /api, /api/v1, /apis and /apis/<group>/<version>; anything
+		// deeper names resources.
+		segments := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+		if (segments[0] == "api" && len(segments) <= 2) || (segments[0] == "apis" && len(segments) <= 3) {
+			forward.ServeHTTP(w, r)
+			return
+		}
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
+		http.Error(w, "held by the test", http.StatusServiceUnavailable)
+	}))
+	cfg := &rest.Config{Host: proxy.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+
+	socket := filepath.Join(suite.work, "starting", "ipamd.sock")
+	dm, err := daemon.New(cfg, daemon.Options{NodeName: nodeName, SocketPath: socket, Scheme: testenv.NewScheme(), Log: suite.ipamd.log})
+	if err != nil {
+		proxy.Close()
+		t.Fatalf("ipamd: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		_, _ = dm.Start(ctx)
+	}()
+	stop := func() {
+		cancel()
+		close(hold)
+		<-started
+		proxy.Close()
+	}
+	client := api.NewClient(socket, 5*time.Second)
+	timeout := time.After(30 * time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := client.Status(ctx, &api.StatusRequest{})
+		if !errors.Is(err, api.ErrUnreachable) {
+			return socket, stop
+		}
+		select {
+		case <-timeout:
+			stop()
+			t.Fatalf("the starting ipamd does not serve %s: %v", socket, err)
+		case <-tick.C:
+		}
 	}
 }
