@@ -257,7 +257,10 @@ func (s *Service) Status(ctx context.Context, req *api.StatusRequest) (*api.Stat
 		if p == nil {
 			continue
 		}
-		if err := selection.Eligible(p, target); err != nil && p.Spec.PodAffinity == nil && p.Spec.NamespaceAffinity == nil && len(p.Spec.NamespaceName) == 0 {
+		// Only what depends on the node and network: no pod is known here.
+		nodeOnly := p.DeepCopy()
+		nodeOnly.Spec.PodAffinity, nodeOnly.Spec.NamespaceAffinity, nodeOnly.Spec.NamespaceName = nil, nil, nil
+		if err := selection.Eligible(nodeOnly, target); err != nil {
 			continue
 		}
 		r, err := allocator.NewRange(p, reserved)

@@ -158,7 +158,8 @@ func (s *Service) node(ctx context.Context) *corev1.Node {
 
 func (s *Service) pools(ctx context.Context) ([]v2beta1.SpiderIPPool, error) {
 	var list v2beta1.SpiderIPPoolList
-	if err := s.Cache.List(ctx, &list); err != nil {
+	// Read-only use: no copy of every pool's records per request.
+	if err := s.Cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	return list.Items, nil
@@ -175,7 +176,7 @@ type held struct {
 func (s *Service) poolsOf(ctx context.Context, podUID string, extra ...string) []string {
 	var list v2beta1.SpiderIPPoolList
 	names := append([]string(nil), extra...)
-	if err := s.Cache.List(ctx, &list, client.MatchingFields{IndexPoolPodUID: podUID}); err == nil {
+	if err := s.Cache.List(ctx, &list, client.MatchingFields{IndexPoolPodUID: podUID}, client.UnsafeDisableDeepCopy); err == nil {
 		for _, p := range list.Items {
 			names = append(names, p.Name)
 		}

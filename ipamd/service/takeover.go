@@ -30,7 +30,10 @@ func (s *Service) adopt(ctx context.Context, pod *corev1.Pod, network api.Networ
 	if err != nil {
 		return nil, false, err
 	}
-	if ep == nil || ep.Status.Current.UID == string(pod.UID) {
+	stamp := pod.Annotations[annotations.EndpointUID]
+	stamped := stamp != "" && stamp != annotations.NoEndpoint
+	// A stamped pod expects an endpoint this node may not have cached yet: look.
+	if (ep == nil && !stamped) || (ep != nil && ep.Status.Current.UID == string(pod.UID)) {
 		return ep, false, nil
 	}
 	for range maxDecisions {
@@ -41,9 +44,8 @@ func (s *Service) adopt(ctx context.Context, pod *corev1.Pod, network api.Networ
 		if ep == nil || ep.Status.Current.UID == string(pod.UID) {
 			return ep, false, nil
 		}
-		stamp := pod.Annotations[annotations.EndpointUID]
 		var taken *v2beta1.SpiderEndpoint
-		if stamp != "" && stamp != annotations.NoEndpoint && stamp == string(ep.UID) {
+		if stamped && stamp == string(ep.UID) {
 			taken, err = s.takeOver(ctx, pod, ep, network, pools)
 		} else {
 			err = s.discard(ctx, ep)

@@ -105,7 +105,9 @@ func (c *Committer) Latest(ctx context.Context, pool string) (*v2beta1.SpiderIPP
 	latest := q.latest
 	q.mu.Unlock()
 	cached := &v2beta1.SpiderIPPool{}
-	err := c.Cache.Get(ctx, client.ObjectKey{Name: pool}, cached)
+	// Read-only: a pool of thousands of records is not copied per request; writers
+	// DeepCopy before changing it.
+	err := c.Cache.Get(ctx, client.ObjectKey{Name: pool}, cached, client.UnsafeDisableDeepCopy)
 	switch {
 	case apierrors.IsNotFound(err):
 		if latest == nil {
