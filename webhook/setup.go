@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net/http"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -28,6 +31,15 @@ const (
 	MutateReservedIP   = "mutate-spiderreservedip"
 	ValidateReservedIP = "validate-spiderreservedip"
 )
+
+// NewScheme returns the scheme nicpool's webhook serves: core Kubernetes types and
+// spiderpool.spidernet.io/v2beta1.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(v2beta1.AddToScheme(s))
+	return s
+}
 
 // Setup registers every nicpool webhook on the manager's webhook server, feeds the
 // admission views from the manager's cache, adds the pool totalIPCount controller,

@@ -1,0 +1,161 @@
+// Command nicpool-webhook serves nicpool's admission webhooks and runs the
+// leader-elected cluster controllers (pool totalIPCount, garbage collector).
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/nicpool/nicpool/certs"
+	nicwebhook "github.com/nicpool/nicpool/webhook"
+	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/gc"
+)
+
+// options are the command line.
+type options struct {
+	namespace, serviceName string
+	host                   string
+	port                   int
+	certDir                string
+	selfManaged            bool
+	secretName             string
+	extraDNSNames          string
+	caValidity             time.Duration
+	certValidity           time.Duration
+	certLookahead          time.Duration
+	certCheckInterval      time.Duration
+	metricsAddr, probeAddr string
+	leaderElect            bool
+	leaderElectionID       string
+	gc                     gc.Options
+}
+
+func defaultNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return configs.DefaultNamespace
+}
+
+func (o *options) bind(fs *flag.FlagSet) {
+	fs.StringVar(&o.namespace, "namespace", defaultNamespace(), "nicpool's namespace: the webhook Service and certificate Secret live there, and no webhook applies to it (default $POD_NAMESPACE)")
+	fs.StringVar(&o.serviceName, "service-name", configs.DefaultServiceName, "the webhook Service the API server calls")
+	fs.StringVar(&o.host, "webhook-host", "", "address the webhook server listens on (empty: all)")
+	fs.IntVar(&o.port, "webhook-port", 9443, "port the webhook server listens on")
+	fs.StringVar(&o.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key (mounted from cert-manager's Secret); in self-managed mode the certificate is also written there")
+	fs.BoolVar(&o.selfManaged, "self-managed-certs", false, "generate the CA and serving certificate, keep them in --cert-secret, inject the CA into nicpool's webhook configurations and rotate before expiry")
+	fs.StringVar(&o.secretName, "cert-secret", "nicpool-webhook-cert", "self-managed mode: the Secret in --namespace that holds the certificates")
+	fs.StringVar(&o.extraDNSNames, "cert-extra-dns-names", "", "self-managed mode: comma-separated names added to the serving certificate besides <service>.<namespace>.svc[.cluster.local]")
+	fs.DurationVar(&o.caValidity, "ca-validity", 10*365*24*time.Hour, "self-managed mode: validity of a new CA")
+	fs.DurationVar(&o.certValidity, "cert-validity", 365*24*time.Hour, "self-managed mode: validity of a new serving certificate")
+	fs.DurationVar(&o.certLookahead, "cert-lookahead", 90*24*time.Hour, "self-managed mode: replace a certificate this long before it expires")
+	fs.DurationVar(&o.certCheckInterval, "cert-check-interval", 12*time.Hour, "self-managed mode: how often expiry is checked")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one replica to run the cluster controllers and certificate rotation (set with more than one replica)")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "nicpool-webhook", "name of the leader election Lease in --namespace")
+	o.gc.BindFlags(fs)
+}
+
+func main() {
+	var o options
+	o.bind(flag.CommandLine)
+	zo := zap.Options{}
+	zo.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
+	ctx := ctrl.SetupSignalHandler()
+	if err := run(ctx, ctrl.GetConfigOrDie(), o, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "nicpool-webhook:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx ends. started, when not nil, receives the manager once it is
+// set up (for tests).
+func run(ctx context.Context, cfg *rest.Config, o options, started func(manager.Manager, *certs.Keeper)) error {
+	var keeper *certs.Keeper
+	var tlsOpts []func(*tls.Config)
+	if o.selfManaged {
+		keeper = certs.NewKeeper()
+		tlsOpts = append(tlsOpts, keeper.TLSOption)
+	}
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme:                  nicwebhook.NewScheme(),
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        o.leaderElectionID,
+		LeaderElectionNamespace: o.namespace,
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: o.host, Port: o.port, CertDir: o.certDir, TLSOpts: tlsOpts,
+		}),
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	if o.selfManaged {
+		if err := certs.Setup(ctx, mgr, keeper, certs.Options{
+			Namespace:          o.namespace,
+			SecretName:         o.secretName,
+			DNSName:            fmt.Sprintf("%s.%s.svc", o.serviceName, o.namespace),
+			ExtraDNSNames:      extraNames(o),
+			MutatingWebhooks:   []string{configs.MutatingName},
+			ValidatingWebhooks: []string{configs.ValidatingName},
+			CertDir:            o.certDir,
+			CAValidity:         o.caValidity,
+			CertValidity:       o.certValidity,
+			Lookahead:          o.certLookahead,
+			CheckInterval:      o.certCheckInterval,
+			LeaderElection:     o.leaderElect,
+		}); err != nil {
+			return err
+		}
+		if err := mgr.AddReadyzCheck("serving-certificate", keeper.Checker); err != nil {
+			return err
+		}
+	}
+	if _, err := nicwebhook.Setup(ctx, mgr); err != nil {
+		return err
+	}
+	if err := registerGarbageCollector(mgr, o.gc); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if started != nil {
+		started(mgr, keeper)
+	}
+	return mgr.Start(ctx)
+}
+
+func extraNames(o options) []string {
+	names := []string{fmt.Sprintf("%s.%s.svc.cluster.local", o.serviceName, o.namespace)}
+	for _, n := range strings.Split(o.extraDNSNames, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// registerGarbageCollector is where the leader-elected garbage collector and pool
+// finalizer of webhook/gc join the manager.
+func registerGarbageCollector(mgr manager.Manager, o gc.Options) error {
+	return gc.SetupWithManager(mgr, o)
+}
