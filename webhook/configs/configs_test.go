@@ -86,7 +86,9 @@ func TestOnlyAnnotatedPodsReachThePodWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	selects := map[string]string{annotations.IPPool: `{"ipv4":["m-v4"]}`}
-	calls := func() float64 { return metrics.Requests(nicwebhook.MutatePod) + metrics.Requests(nicwebhook.ValidatePod) }
+	calls := func() float64 {
+		return metrics.Requests(nicwebhook.MutatePod) + metrics.Requests(nicwebhook.ValidatePod)
+	}
 
 	for i, tc := range []struct {
 		name, namespace string
