@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -491,5 +492,93 @@ func TestDualStack(t *testing.T) {
 	}
 	if err := nw.check(p); err != nil {
 		t.Errorf("CHECK of a dual-stack interface: %v", err)
+	}
+}
+
+// TestTwoInterfacesOfOnePod is the multi-NIC case nicpool exists for: one pod, two
+// macvlan networks, each interface taking its pool from the pod's resolved
+// ipam.spidernet.io/ippools annotation.
+func TestTwoInterfacesOfOnePod(t *testing.T) {
+	defer dumpLog(t)
+	newPool(t, "nic-a", "10.77.13.0/24", "10.77.13.1", "10.77.13.10-10.77.13.20")
+	newPool(t, "nic-b", "10.77.14.0/24", "10.77.14.1", "10.77.14.10-10.77.14.20")
+	netA := newNetwork(t, "nic-net-a", "1.1.0", nil)
+	netB := newNetwork(t, "nic-net-b", "1.1.0", nil)
+	p := newPod(t, "nic-pod", map[string]string{
+		annotations.MultusNetworks: "nic-net-a@net1, nic-net-b@net2",
+		annotations.IPPools:        `[{"interface":"net1","ipv4":["nic-a"]},{"interface":"net2","ipv4":["nic-b"],"cleangateway":true}]`,
+	})
+	run := func(nw *network, ifName string, fn func(context.Context, *libcni.NetworkConfigList, *libcni.RuntimeConf) error) error {
+		return suite.node.do(func() error { return fn(context.Background(), nw.list, p.runtimeConfFor(ifName)) })
+	}
+	add := func(nw *network, ifName string) netip.Prefix {
+		var res types.Result
+		err := suite.node.do(func() (err error) {
+			res, err = suite.cni.AddNetworkList(context.Background(), nw.list, p.runtimeConfFor(ifName))
+			return err
+		})
+		if err != nil {
+			t.Fatalf("ADD %s: %v", ifName, err)
+		}
+		t.Cleanup(func() { _ = run(nw, ifName, suite.cni.DelNetworkList) })
+		r, err := current.NewResultFromResult(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return addressOf(t, r)
+	}
+	a, b := add(netA, "net1"), add(netB, "net2")
+	if !netip.MustParsePrefix("10.77.13.0/24").Contains(a.Addr()) || !netip.MustParsePrefix("10.77.14.0/24").Contains(b.Addr()) {
+		t.Fatalf("net1 got %s and net2 got %s: want nic-a's and nic-b's subnets", a, b)
+	}
+
+	var defaults []string
+	err := p.netns.Do(func(ns.NetNS) error {
+		for ifName, want := range map[string]netip.Prefix{"net1": a, "net2": b} {
+			link, err := netlink.LinkByName(ifName)
+			if err != nil {
+				return err
+			}
+			addrs, err := netlink.AddrList(link, netlink.FAMILY_V4)
+			if err != nil {
+				return err
+			}
+			if len(addrs) != 1 || addrs[0].IPNet.String() != want.String() {
+				t.Errorf("%s holds %v, want only %s", ifName, addrs, want)
+			}
+		}
+		routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
+		if err != nil {
+			return err
+		}
+		for _, r := range routes {
+			if r.Dst == nil || r.Dst.String() == "0.0.0.0/0" {
+				defaults = append(defaults, r.Gw.String())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(defaults, []string{"10.77.13.1"}) {
+		t.Errorf("default routes via %v: want only net1's, via 10.77.13.1 (net2's entry says cleangateway)", defaults)
+	}
+	pools := map[string]v2beta1.PoolIPAllocations{"nic-a": allocations(t, "nic-a"), "nic-b": allocations(t, "nic-b")}
+	if pools["nic-a"][a.Addr().String()].Interface != "net1" || pools["nic-b"][b.Addr().String()].Interface != "net2" {
+		t.Errorf("pools record %v: want %s on net1 and %s on net2", pools, a.Addr(), b.Addr())
+	}
+
+	if err := run(netB, "net2", suite.cni.DelNetworkList); err != nil {
+		t.Fatalf("DEL net2: %v", err)
+	}
+	if _, ok := allocations(t, "nic-b")[b.Addr().String()]; ok {
+		t.Errorf("nic-b still records %s after DEL of net2", b.Addr())
+	}
+	if _, ok := allocations(t, "nic-a")[a.Addr().String()]; !ok {
+		t.Errorf("DEL of net2 released net1's %s", a.Addr())
+	}
+	if err := run(netA, "net1", suite.cni.CheckNetworkList); err != nil {
+		t.Errorf("CHECK net1 after DEL of net2: %v", err)
 	}
 }

@@ -114,10 +114,15 @@ func newPod(t *testing.T, name string, annotations map[string]string) *pod {
 
 // runtimeConf is what a runtime passes for the pod's secondary interface.
 func (p *pod) runtimeConf() *libcni.RuntimeConf {
+	return p.runtimeConfFor(podInterface)
+}
+
+// runtimeConfFor is what a runtime passes for the pod's interface ifName.
+func (p *pod) runtimeConfFor(ifName string) *libcni.RuntimeConf {
 	return &libcni.RuntimeConf{
 		ContainerID: p.containerID,
 		NetNS:       p.netns.Path(),
-		IfName:      podInterface,
+		IfName:      ifName,
 		Args: [][2]string{
 			{"IgnoreUnknown", "1"},
 			{"K8S_POD_NAMESPACE", p.obj.Namespace},
