@@ -11,9 +11,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -33,6 +35,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
 	code := m.Run()
 	if env != nil {
 		if err := env.Stop(); err != nil {

@@ -1,0 +1,200 @@
+package manifests_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/daemon"
+	"github.com/nicpool/nicpool/webhook/gc"
+	"github.com/nicpool/nicpool/webhook/lookup"
+)
+
+// rbacOnly keeps the objects that grant permissions (and where they live), so the
+// components can run under them without the webhook configurations intercepting
+// the test's own writes.
+func rbacOnly(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	keep := []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if slices.Contains(keep, o.GetKind()) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// eventually polls cond until it holds; the test fails with what after two minutes.
+func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	start := time.Now()
+	defer func() { t.Logf("%s after %v", what, time.Since(start).Round(time.Millisecond)) }()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// ipamd and the webhook's cluster controllers, started with exactly the permissions
+// the rendered RBAC grants their ServiceAccounts, do their whole job: ipamd syncs
+// its caches, allocates (pool status, SpiderEndpoint, events) and the webhook's
+// views sync, it wins leader election in its namespace, puts its finalizer on a
+// pool, and once the pod is gone releases the address and deletes the endpoint.
+func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
+	e := controlPlane(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	rbac := rbacOnly(render(t, "overlays/self-managed"))
+	apply(t, e.Client, rbac)
+	t.Cleanup(func() { remove(t, e.Client, rbac) })
+
+	const node, ns, podName, poolName = "rbac-node", "rbac-tenant", "app-0", "rbac-v4"
+
+	// The webhook's controllers, as its Deployment runs them.
+	mgr, err := ctrl.NewManager(serviceAccount(e, "nicpool-webhook"), ctrl.Options{
+		Scheme:                        e.Scheme,
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
+		LeaderElection:                true,
+		LeaderElectionID:              "nicpool-webhook-rbac-test",
+		LeaderElectionNamespace:       namespace,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gc.SetupWithManager(mgr, gc.Options{MinAge: -1, TerminatingGrace: -1, Debounce: 50 * time.Millisecond, Interval: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	views := lookup.NewViews(mgr.GetAPIReader())
+	if err := views.Register(ctx, mgr.GetCache()); err != nil {
+		t.Fatal(err)
+	}
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-mgrDone; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("webhook manager: %v", err)
+		}
+	})
+
+	// ipamd, as its DaemonSet runs it: Start returns once its caches synced.
+	sock := filepath.Join(t.TempDir(), "ipamd.sock")
+	d, err := daemon.New(serviceAccount(e, "nicpool-ipamd"), daemon.Options{NodeName: node, SocketPath: sock, Scheme: e.Scheme, Log: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Start(ctx); err != nil {
+		t.Fatalf("ipamd under its ServiceAccount: %v", err)
+	}
+
+	select {
+	case <-mgr.Elected():
+	case <-time.After(time.Minute):
+		t.Fatal("the webhook did not win leader election with its Role")
+	}
+	lease := &coordinationv1.Lease{}
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "nicpool-webhook-rbac-test"}, lease); err != nil {
+		t.Fatalf("leader-election Lease: %v", err)
+	}
+	eventually(t, "admission views sync", func(context.Context) (bool, error) { return views.Synced(), nil })
+
+	// The admin creates a pool, a namespace and a pod on ipamd's node, the way the
+	// webhook's mutation leaves it (interfaces resolved).
+	pool := &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: poolName}, Spec: v2beta1.IPPoolSpec{Subnet: "10.77.0.0/24", IPs: []string{"10.77.0.10-10.77.0.20"}}}
+	if err := e.Client.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the webhook's pool finalizer", func(ctx context.Context) (bool, error) {
+		p := &v2beta1.SpiderIPPool{}
+		err := e.Client.Get(ctx, client.ObjectKey{Name: poolName}, p)
+		return err == nil && slices.Contains(p.Finalizers, v2beta1.PoolFinalizer), err
+	})
+	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: podName, Annotations: map[string]string{
+			annotations.IPPools: `[{"interface":"eth0","ipv4":["` + poolName + `"]}]`,
+		}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "pause"}}},
+	}
+	if err := e.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+
+	// CNI ADD through ipamd's socket, until its cache has seen the pod.
+	ipamd := api.NewClient(sock, 10*time.Second)
+	req := &api.AllocateRequest{
+		Attachment: api.Attachment{ContainerID: "c-1", Interface: "eth0"},
+		Pod:        api.Pod{Namespace: ns, Name: podName, UID: string(pod.UID)},
+		Network:    api.NetworkConfig{Name: "macvlan"},
+	}
+	var resp *api.AllocateResponse
+	eventually(t, "allocation through ipamd", func(ctx context.Context) (bool, error) {
+		r, err := ipamd.Allocate(ctx, req)
+		if err != nil {
+			t.Logf("allocate (retrying): %v", err)
+			return false, nil
+		}
+		resp = r
+		return true, nil
+	})
+	if len(resp.IPs) != 1 {
+		t.Fatalf("want one address, got %+v", resp.IPs)
+	}
+	addr := netip.MustParsePrefix(resp.IPs[0].Address).Addr().String()
+	p := &v2beta1.SpiderIPPool{}
+	if err := e.Client.Get(ctx, client.ObjectKey{Name: poolName}, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Status.AllocatedIPs[addr]; got.Pod != ns+"/"+podName || got.PodUID != string(pod.UID) || got.Interface != "eth0" {
+		t.Errorf("pool status records %s as %+v", addr, got)
+	}
+	ep := &v2beta1.SpiderEndpoint{}
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: podName}, ep); err != nil {
+		t.Fatalf("ipamd wrote no SpiderEndpoint: %v", err)
+	}
+
+	// The pod goes away without a CNI DEL: the webhook's garbage collector releases
+	// its address and deletes its endpoint.
+	if err := e.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the garbage collector releases the address and deletes the endpoint", func(ctx context.Context) (bool, error) {
+		p := &v2beta1.SpiderIPPool{}
+		if err := e.Client.Get(ctx, client.ObjectKey{Name: poolName}, p); err != nil {
+			return false, err
+		}
+		_, held := p.Status.AllocatedIPs[addr]
+		err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: podName}, &v2beta1.SpiderEndpoint{})
+		return !held && apierrors.IsNotFound(err), nil
+	})
+
+	// Deleting the empty pool: the webhook's finalizer controller lets it go.
+	if err := e.Client.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pool finalizer releases the deleted pool", func(ctx context.Context) (bool, error) {
+		err := e.Client.Get(ctx, client.ObjectKey{Name: poolName}, &v2beta1.SpiderIPPool{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
