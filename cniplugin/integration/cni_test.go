@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -580,5 +582,39 @@ func TestTwoInterfacesOfOnePod(t *testing.T) {
 	}
 	if err := run(netA, "net1", suite.cni.CheckNetworkList); err != nil {
 		t.Errorf("CHECK net1 after DEL of net2: %v", err)
+	}
+}
+
+// TestRepeatedAddReturnsTheSameAddress: a main plugin that retries its IPAM call (after
+// its own failure, or a timeout) gets the same address and consumes no other (I2).
+func TestRepeatedAddReturnsTheSameAddress(t *testing.T) {
+	defer dumpLog(t)
+	newPool(t, "again-pool", "10.77.15.0/24", "10.77.15.1", "10.77.15.10-10.77.15.20")
+	nw := newNetwork(t, "again-net", "1.0.0", map[string]any{"default_ipv4_ippool": []string{"again-pool"}})
+	p := newPod(t, "again-a", nil)
+	conf, err := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": "again-net", "type": "macvlan", "ipam": nw.ipam})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := p.runtimeConf()
+	args := &invoke.Args{Command: "ADD", ContainerID: rt.ContainerID, NetNS: rt.NetNS, IfName: rt.IfName, PluginArgs: rt.Args, Path: suite.binDir}
+	var got []string
+	for range 3 {
+		res, err := invoke.ExecPluginWithResult(context.Background(), filepath.Join(suite.binDir, "nicpool"), conf, args, nil)
+		if err != nil {
+			t.Fatalf("ADD: %v", err)
+		}
+		r, err := current.NewResultFromResult(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, addressOf(t, r).String())
+	}
+	t.Cleanup(func() { _ = nw.del(p) })
+	if got[0] != got[1] || got[1] != got[2] {
+		t.Errorf("repeated ADD answered %v: want the same address each time", got)
+	}
+	if a := allocations(t, "again-pool"); len(a) != 1 {
+		t.Errorf("again-pool holds %v after three ADDs of one interface: want one address", a)
 	}
 }
