@@ -80,7 +80,8 @@ type sandbox struct {
 	path        string
 }
 
-// Start registers the Node and starts serving the pods bound to it.
+// Start registers the Node and starts serving the pods bound to it until Stop; ctx
+// bounds the registration only.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Workers == 0 {
 		cfg.Workers = 3
@@ -99,7 +100,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Stop()
 		return nil, err
 	}
-	n.serve(ctx)
+	n.serve()
 	return n, nil
 }
 
@@ -205,8 +206,9 @@ func (n *Node) register(ctx context.Context) error {
 	return nil
 }
 
-func (n *Node) serve(ctx context.Context) {
-	ctx, n.cancel = context.WithCancel(ctx)
+func (n *Node) serve() {
+	var ctx context.Context
+	ctx, n.cancel = context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactoryWithOptions(n.cfg.Clientset, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName=" + n.cfg.Name }))
 	informer := factory.Core().V1().Pods()

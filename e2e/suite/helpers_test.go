@@ -1,0 +1,155 @@
+package suite
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// newNamespace creates a namespace for one spec and deletes it when the spec ends.
+func newNamespace(ctx context.Context, prefix string) string {
+	GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: prefix + "-" + rand.String(5)}}
+	Expect(stack.Client.Create(ctx, ns)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) {
+		Expect(client.IgnoreNotFound(stack.Client.Delete(ctx, ns))).To(Succeed())
+	})
+	return ns.Name
+}
+
+// podsOf lists the live pods of namespace matching labels.
+func podsOf(ctx context.Context, namespace string, labels map[string]string) []corev1.Pod {
+	GinkgoHelper()
+	list := &corev1.PodList{}
+	Expect(stack.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels(labels))).To(Succeed())
+	var live []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
+// runningPods waits until exactly count pods matching labels are Running and Ready.
+func runningPods(ctx context.Context, namespace string, labels map[string]string, count int) []corev1.Pod {
+	GinkgoHelper()
+	var pods []corev1.Pod
+	Eventually(func(g Gomega) {
+		pods = podsOf(ctx, namespace, labels)
+		g.Expect(pods).To(HaveLen(count))
+		for _, p := range pods {
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", p.Name)
+			g.Expect(isReady(&p)).To(BeTrue(), "pod %s ready", p.Name)
+		}
+	}).WithContext(ctx).Should(Succeed())
+	return pods
+}
+
+func isReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// interfaceAddrs reads the global addresses of every interface inside a pod's network
+// namespace: what the pod's processes would see.
+func interfaceAddrs(pod *corev1.Pod) map[string][]netip.Addr {
+	GinkgoHelper()
+	path, ok := stack.Sandbox(pod.Namespace, pod.Name)
+	Expect(ok).To(BeTrue(), "pod %s/%s has no sandbox on its node", pod.Namespace, pod.Name)
+	out := map[string][]netip.Addr{}
+	Expect(ns.WithNetNSPath(path, func(ns.NetNS) error {
+		links, err := netlink.LinkList()
+		if err != nil {
+			return err
+		}
+		for _, l := range links {
+			addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+			if err != nil {
+				return err
+			}
+			for _, a := range addrs {
+				ip, _ := netip.AddrFromSlice(a.IP)
+				ip = ip.Unmap()
+				if ip.IsGlobalUnicast() {
+					out[l.Attrs().Name] = append(out[l.Attrs().Name], ip)
+				}
+			}
+		}
+		return nil
+	})).To(Succeed())
+	return out
+}
+
+// listenIn opens a TCP echo server inside a pod's namespace on addr and returns its
+// address; it stops when the spec ends.
+func listenIn(pod *corev1.Pod, addr netip.Addr) netip.AddrPort {
+	GinkgoHelper()
+	path, ok := stack.Sandbox(pod.Namespace, pod.Name)
+	Expect(ok).To(BeTrue())
+	var l net.Listener
+	Expect(ns.WithNetNSPath(path, func(ns.NetNS) error {
+		var err error
+		l, err = net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
+		return err
+	})).To(Succeed())
+	DeferCleanup(l.Close)
+	go func() {
+		defer GinkgoRecover()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				line, err := bufio.NewReader(c).ReadString('\n')
+				if err == nil {
+					_, _ = fmt.Fprintf(c, "echo %s", line)
+				}
+			}()
+		}
+	}()
+	return netip.MustParseAddrPort(l.Addr().String())
+}
+
+// dialFrom connects from inside a pod's namespace to target, sends a line and returns
+// the answer.
+func dialFrom(pod *corev1.Pod, target netip.AddrPort) (string, error) {
+	path, ok := stack.Sandbox(pod.Namespace, pod.Name)
+	if !ok {
+		return "", fmt.Errorf("pod %s has no sandbox", pod.Name)
+	}
+	var answer string
+	err := ns.WithNetNSPath(path, func(ns.NetNS) error {
+		c, err := net.DialTimeout("tcp", target.String(), 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := fmt.Fprintf(c, "hello from %s\n", pod.Name); err != nil {
+			return err
+		}
+		answer, err = bufio.NewReader(c).ReadString('\n')
+		return err
+	})
+	return answer, err
+}

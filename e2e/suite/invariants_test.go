@@ -1,0 +1,125 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/local"
+)
+
+// checkInvariants waits for the cluster to settle and then asserts design.md's
+// invariants as a user can observe them through the API: I1 (every record names an
+// interface), I2 (one address per family per pod interface), I3 (no address twice),
+// I4 (every allocation belongs to a live pod or a StatefulSet ordinal that returns,
+// and every running pod's reported address is allocated to it).
+func checkInvariants(ctx context.Context) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		g.Expect(invariantViolations(ctx)).To(BeEmpty())
+	}).WithContext(ctx).Should(Succeed())
+}
+
+func invariantViolations(ctx context.Context) []string {
+	pools := &v2beta1.SpiderIPPoolList{}
+	endpoints := &v2beta1.SpiderEndpointList{}
+	pods := &corev1.PodList{}
+	sets := &appsv1.StatefulSetList{}
+	Expect(stack.Client.List(ctx, pools)).To(Succeed())
+	Expect(stack.Client.List(ctx, endpoints)).To(Succeed())
+	Expect(stack.Client.List(ctx, pods)).To(Succeed())
+	Expect(stack.Client.List(ctx, sets)).To(Succeed())
+
+	var bad []string
+	livePods := map[string]*corev1.Pod{}
+	for i := range pods.Items {
+		livePods[string(pods.Items[i].UID)] = &pods.Items[i]
+	}
+	// Ordinals a StatefulSet will (re)create keep their endpoint and addresses.
+	returning := map[string]bool{}
+	for _, s := range sets.Items {
+		for i := int32(0); i < replicas(&s); i++ {
+			returning[fmt.Sprintf("%s/%s-%d", s.Namespace, s.Name, i)] = true
+		}
+	}
+	endpointUID := map[string]string{}
+	for _, e := range endpoints.Items {
+		endpointUID[e.Namespace+"/"+e.Name] = e.Status.Current.UID
+		for _, r := range e.Status.Current.IPs {
+			if r.Interface == "" {
+				bad = append(bad, fmt.Sprintf("I1: endpoint %s/%s records an address without interface", e.Namespace, e.Name))
+			}
+		}
+	}
+	type nic struct{ uid, iface string }
+	perNIC := map[nic]map[bool]string{}
+	owner := map[string]string{}
+	for _, p := range pools.Items {
+		for addr, a := range p.Status.AllocatedIPs {
+			if a.Interface == "" {
+				bad = append(bad, fmt.Sprintf("I1: pool %s records %s without interface", p.Name, addr))
+			}
+			if prev, ok := owner[addr]; ok {
+				bad = append(bad, fmt.Sprintf("I3: %s allocated in pool %s and pool %s", addr, prev, p.Name))
+			}
+			owner[addr] = p.Name
+			ip, err := netip.ParseAddr(addr)
+			if err != nil {
+				bad = append(bad, fmt.Sprintf("pool %s records unparsable address %q", p.Name, addr))
+				continue
+			}
+			k := nic{a.PodUID, a.Interface}
+			if perNIC[k] == nil {
+				perNIC[k] = map[bool]string{}
+			}
+			if prev, ok := perNIC[k][ip.Is4()]; ok {
+				bad = append(bad, fmt.Sprintf("I2: pod %s (%s) %s holds %s and %s", a.Pod, a.PodUID, a.Interface, prev, addr))
+			}
+			perNIC[k][ip.Is4()] = addr
+			if _, live := livePods[a.PodUID]; !live && !(returning[a.Pod] && endpointUID[a.Pod] == a.PodUID) {
+				bad = append(bad, fmt.Sprintf("I4: %s in pool %s belongs to pod %s (%s), which is gone", addr, p.Name, a.Pod, a.PodUID))
+			}
+		}
+	}
+	if stack.IPAM != local.IPAMNicpool {
+		return bad
+	}
+	for _, p := range livePods {
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			continue
+		}
+		statuses, _ := local.NetworkStatus(p)
+		for _, st := range statuses {
+			for _, addr := range st.IPs {
+				a, ok := allocation(pools, addr)
+				if !ok || a.PodUID != string(p.UID) || a.Interface != st.Interface {
+					bad = append(bad, fmt.Sprintf("I4: running pod %s/%s has %s on %s, not allocated to it (%+v)", p.Namespace, p.Name, addr, st.Interface, a))
+				}
+			}
+		}
+	}
+	return bad
+}
+
+func allocation(pools *v2beta1.SpiderIPPoolList, addr string) (v2beta1.PoolIPAllocation, bool) {
+	for _, p := range pools.Items {
+		if a, ok := p.Status.AllocatedIPs[addr]; ok {
+			return a, true
+		}
+	}
+	return v2beta1.PoolIPAllocation{}, false
+}
+
+func replicas(s *appsv1.StatefulSet) int32 {
+	if s.Spec.Replicas == nil {
+		return 1
+	}
+	return *s.Spec.Replicas
+}
