@@ -56,6 +56,9 @@ func New(cfg *rest.Config, opts Options) (*Daemon, error) {
 	}
 	c, err := cache.New(cfg, cache.Options{
 		Scheme: opts.Scheme,
+		// managedFields of a pool with thousands of records are as large as the
+		// records; ipamd never reads them, and an update that omits them keeps them.
+		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			// Only this node's pods and this node: the rest of the cluster is not ours.
 			&corev1.Pod{}:  {Field: fields.OneTermEqualSelector("spec.nodeName", opts.NodeName)},

@@ -81,8 +81,9 @@ func (s *Service) Release(ctx context.Context, req *api.ReleaseRequest) (resp *a
 			}
 		}
 	}
-	samePod := pod != nil && string(pod.UID) == uid
-	if (pod == nil || samePod) && s.statefulSetWillReturn(ctx, key.Namespace, key.Name, pod, ep) {
+	// The ordinal's next incarnation (maybe already created under the same name, with
+	// another UID) takes these addresses over: keep them for it.
+	if s.statefulSetWillReturn(ctx, key.Namespace, key.Name, pod, ep) {
 		for _, h := range s.heldBy(ctx, owner, extra...) {
 			resp.Kept = append(resp.Kept, h.addr.String())
 		}

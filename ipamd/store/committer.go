@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -183,7 +184,10 @@ func (c *Committer) commit(pool string, q *poolQueue, batch []*request) {
 		for _, r := range batch {
 			nops += len(r.ops)
 		}
+		obj.ManagedFields = nil // omitted: the API server keeps them; no need to send them back
+		began := time.Now()
 		err = c.Writer.Status().Update(ctx, obj)
+		took := time.Since(began)
 		switch {
 		case err == nil:
 			metrics.PoolWrites.WithLabelValues(pool, "ok").Inc()
@@ -196,6 +200,10 @@ func (c *Committer) commit(pool string, q *poolQueue, batch []*request) {
 		case apierrors.IsConflict(err) && attempt < maxAttempts:
 			metrics.PoolWrites.WithLabelValues(pool, "conflict").Inc()
 			metrics.WriteConflicts.WithLabelValues(pool).Inc()
+			// Every writer that lost this round would collide again if it retried at
+			// once; a random pause of up to one write's duration spreads them out, and
+			// what queues meanwhile joins the retry.
+			time.Sleep(time.Duration(rand.Int64N(int64(min(took, time.Second)) + 1)))
 			fresh := &v2beta1.SpiderIPPool{}
 			if gerr := c.Fresh.Get(ctx, client.ObjectKey{Name: pool}, fresh); gerr != nil {
 				fail(batch, fmt.Errorf("re-read pool %s after a write conflict: %w", pool, gerr))
