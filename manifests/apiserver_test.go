@@ -12,8 +12,11 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -143,4 +146,43 @@ func TestEveryKustomizationIsAcceptedByTheAPIServer(t *testing.T) {
 
 func describe(o *unstructured.Unstructured) string {
 	return strings.TrimPrefix(o.GetNamespace()+"/", "/") + o.GetName()
+}
+
+// The API server's PodSecurity admission agrees with the manifests: the webhook's
+// pods meet the restricted profile, ipamd's need the privileged level that nicpool's
+// namespace grants (and the baseline level refuses them).
+func TestPodSecurityLevels(t *testing.T) {
+	e := controlPlane(t)
+	ctx := context.Background()
+	objs := render(t, ".")
+	for _, level := range []string{"restricted", "baseline"} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "psa-" + level, Labels: map[string]string{"pod-security.kubernetes.io/enforce": level}}}
+		if err := e.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	apply(t, e.Client, kinds(objs, "Namespace"))
+	webhook := object[appsv1.Deployment](t, objs, "Deployment", "nicpool-webhook").Spec.Template
+	ipamd := object[appsv1.DaemonSet](t, objs, "DaemonSet", "nicpool-ipamd").Spec.Template
+	for _, tc := range []struct {
+		pod       corev1.PodTemplateSpec
+		namespace string
+		accepted  bool
+	}{
+		{webhook, "psa-restricted", true},
+		{ipamd, "psa-baseline", false},
+		{ipamd, namespace, true},
+	} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "psa-", Namespace: tc.namespace, Labels: tc.pod.Labels}, Spec: *tc.pod.Spec.DeepCopy()}
+		// The ServiceAccounts do not exist in the test namespaces; PodSecurity does
+		// not look at them.
+		pod.Spec.ServiceAccountName = ""
+		err := e.Client.Create(ctx, pod, client.DryRunAll)
+		if tc.accepted && err != nil {
+			t.Errorf("pod of %s refused in %s: %v", tc.pod.Labels["app.kubernetes.io/name"], tc.namespace, err)
+		}
+		if !tc.accepted && !apierrors.IsForbidden(err) {
+			t.Errorf("pod of %s in %s: want Forbidden by PodSecurity, got %v", tc.pod.Labels["app.kubernetes.io/name"], tc.namespace, err)
+		}
+	}
 }
