@@ -76,6 +76,10 @@ func TestStatefulSetRestartKeepsEveryInterface(t *testing.T) {
 	// the endpoint's UID.
 	fresh := createPod(t, "sts", "db-0", "sts-node-b", ownedBy(sts), withAnnotations(annotations.MultusNetworks, stsNetworks, annotations.IPPools, sel,
 		annotations.EndpointUID, string(ep.UID)))
+	// A late DEL of the old incarnation (its node was slow) keeps them for the new one.
+	if r, err := d.Service.Release(ctx, delReq(old, "net1", "c-"+string(old.UID))); err != nil || len(r.Released) != 0 {
+		t.Fatalf("late DEL of the old pod released %+v (%v)", r, err)
+	}
 	after := addAll(t, d2.Service, fresh, "net2", "eth0", "net1")
 	for i, a := range before {
 		if after[i] != a {
