@@ -52,6 +52,8 @@ type Admission struct {
 	Pools      *lookup.Pools
 	Namespaces *lookup.Namespaces
 	Endpoints  *lookup.Endpoints
+
+	parse parsers
 }
 
 // New returns an Admission reading views.
@@ -77,15 +79,15 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 	multi, hasMulti := pod.Annotations[annotations.IPPools]
 	single, hasSingle := pod.Annotations[annotations.IPPool]
 	var sel []annotations.PoolSelection
-	var base []*field.Path // the annotation path each entry's errors name
+	fromSingle := false
 	switch {
 	case hasMulti:
-		parsed, errs := annotations.ParsePoolSelections(multi)
+		parsed, errs := a.parse.poolSelections(multi)
 		if len(errs) > 0 {
 			d.Errs = errs
 			return
 		}
-		ifs, errs := annotations.PodInterfaces(pod.Annotations, pod.Namespace)
+		ifs, errs := a.parse.podInterfaces(pod.Annotations, pod.Namespace)
 		if len(errs) > 0 {
 			d.Errs = errs
 			return
@@ -94,22 +96,17 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 			d.Errs = errs
 			return
 		}
-		p := annotations.Path(annotations.IPPools)
-		base = make([]*field.Path, len(sel))
-		for i := range sel {
-			base[i] = p.Index(i)
-		}
 		if hasSingle {
 			d.Warnings = append(d.Warnings, annotations.IPPool+" is ignored and removed because "+annotations.IPPools+" is set; keep only "+annotations.IPPools)
 		}
 	case hasSingle:
-		s, errs := annotations.ParseSinglePoolSelection(single)
+		s, errs := a.parse.singlePoolSelection(single)
 		if len(errs) > 0 {
 			d.Errs = errs
 			return
 		}
 		sel = []annotations.PoolSelection{{Interface: annotations.DefaultInterface, IPv4: s.IPv4, IPv6: s.IPv6, CleanGateway: s.CleanGateway}}
-		base = []*field.Path{annotations.Path(annotations.IPPool)}
+		fromSingle = true
 	default:
 		return
 	}
@@ -117,9 +114,10 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 	podLabels := labels.Set(pod.Labels)
 	for i := range sel {
 		var errs field.ErrorList
-		sel[i].IPv4, errs = a.resolvePools(ctx, sel[i].IPv4, ipv4, base[i].Child("ipv4"), &ns, podLabels)
+		at := entry{index: i, single: fromSingle}
+		sel[i].IPv4, errs = a.resolvePools(ctx, sel[i].IPv4, ipv4, at, &ns, podLabels)
 		d.Errs = append(d.Errs, errs...)
-		sel[i].IPv6, errs = a.resolvePools(ctx, sel[i].IPv6, ipv6, base[i].Child("ipv6"), &ns, podLabels)
+		sel[i].IPv6, errs = a.resolvePools(ctx, sel[i].IPv6, ipv6, at, &ns, podLabels)
 		d.Errs = append(d.Errs, errs...)
 	}
 	if len(d.Errs) > 0 {
@@ -131,6 +129,21 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 	if hasSingle {
 		d.Remove = append(d.Remove, annotations.IPPool)
 	}
+}
+
+// entry locates a selection entry in the pod's annotations, for error paths; the
+// path is built only when there is an error to report.
+type entry struct {
+	index  int
+	single bool // the entry came from ipam.spidernet.io/ippool
+}
+
+// pool is the field path of the j-th pool name of the family's list.
+func (e entry) pool(fam family, j int) *field.Path {
+	if e.single {
+		return annotations.Path(annotations.IPPool).Child(fam.list).Index(j)
+	}
+	return annotations.Path(annotations.IPPools).Index(e.index).Child(fam.list).Index(j)
 }
 
 // namespaceLabels reads the pod namespace's labels once, when a pool first needs them.

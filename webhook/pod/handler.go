@@ -2,10 +2,11 @@ package pod
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 
+	"github.com/go-logr/logr"
+	jsoniter "github.com/json-iterator/go"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -63,7 +64,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Errored(http.StatusServiceUnavailable, errNotReady)
 	}
 	var m podMeta
-	if err := json.Unmarshal(req.Object.Raw, &m); err != nil {
+	if err := jsoniter.ConfigCompatibleWithStandardLibrary.Unmarshal(req.Object.Raw, &m); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	pod := &Pod{
@@ -81,26 +82,37 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		name = m.Metadata.GenerateName + "*"
 	}
 	d := h.Admission.Decide(ctx, pod)
-	log := logf.FromContext(ctx).WithValues("pod", pod.Namespace+"/"+name, "dryRun", req.DryRun != nil && *req.DryRun)
 	if h.Mode == Validate {
 		unresolved(pod, &d)
 	}
 	switch {
 	case d.Retry != "":
-		log.Info("pod denied, retryable", "reason", d.Retry)
-		return denied(metav1.Status{Status: metav1.StatusFailure, Code: http.StatusConflict, Reason: metav1.StatusReasonConflict, Message: d.Retry}, d.Warnings)
+		h.log(ctx, req, pod.Namespace, name).Info("pod denied, retryable", "reason", d.Retry)
+		return denied(metav1.Status{Code: http.StatusConflict, Reason: metav1.StatusReasonConflict, Message: d.Retry}, d.Warnings)
 	case len(d.Errs) > 0:
 		err := apierrors.NewInvalid(podKind, name, d.Errs)
-		log.Info("pod denied", "reason", err.ErrStatus.Message)
+		h.log(ctx, req, pod.Namespace, name).Info("pod denied", "reason", err.ErrStatus.Message)
 		return denied(err.ErrStatus, d.Warnings)
 	case h.Mode == Validate || !d.Changed():
 		return admission.Allowed("").WithWarnings(d.Warnings...)
 	}
-	log.V(1).Info("pod resolved", "set", d.Set, "remove", d.Remove)
+	if log := logf.FromContext(ctx).V(1); log.Enabled() {
+		h.log(ctx, req, pod.Namespace, name).V(1).Info("pod resolved", "set", d.Set, "remove", d.Remove)
+	}
 	return admission.Response{
 		Patches:           patch(m.Metadata.Annotations != nil, &d),
 		AdmissionResponse: admissionv1.AdmissionResponse{Allowed: true, Warnings: d.Warnings},
 	}
+}
+
+// log is the logger of one decision; built only when a line is written, as most
+// decisions write none.
+func (h *Handler) log(ctx context.Context, req admission.Request, namespace, name string) logr.Logger {
+	mode := "mutate"
+	if h.Mode == Validate {
+		mode = "validate"
+	}
+	return logf.FromContext(ctx).WithValues("webhook", mode, "pod", namespace+"/"+name, "dryRun", req.DryRun != nil && *req.DryRun)
 }
 
 type notReady struct{}

@@ -3,6 +3,7 @@ package pod_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"testing"
 
@@ -10,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/webhook/configs"
@@ -20,6 +23,8 @@ import (
 var env *webhooktest.Env
 
 func TestMain(m *testing.M) {
+	// Decisions log as in production (zap, info level); the lines are not needed here.
+	logf.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	var err error
 	env, err = webhooktest.Start(configs.Options{})
 	if err != nil {

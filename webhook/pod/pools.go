@@ -31,7 +31,7 @@ func (f family) name() string { return fmt.Sprintf("IPv%d", f.version) }
 // resolvePools checks every name of one pool list and expands wildcards into the
 // usable pools of the family, in name order. The result keeps the first occurrence
 // of each pool.
-func (a *Admission) resolvePools(ctx context.Context, names []string, fam family, p *field.Path, ns *namespaceLabels, podLabels labels.Set) ([]string, field.ErrorList) {
+func (a *Admission) resolvePools(ctx context.Context, names []string, fam family, at entry, ns *namespaceLabels, podLabels labels.Set) ([]string, field.ErrorList) {
 	if len(names) == 0 {
 		return names, nil
 	}
@@ -39,7 +39,7 @@ func (a *Admission) resolvePools(ctx context.Context, names []string, fam family
 		// The common case: concrete names, checked in place, no new list.
 		var errs field.ErrorList
 		for j, name := range names {
-			if err := a.checkNamed(ctx, name, fam, p.Index(j), ns, podLabels); err != nil {
+			if err := a.checkNamed(ctx, name, fam, at, j, ns, podLabels); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -48,15 +48,14 @@ func (a *Admission) resolvePools(ctx context.Context, names []string, fam family
 	out := make([]string, 0, len(names))
 	var errs field.ErrorList
 	for j, name := range names {
-		jp := p.Index(j)
 		if !annotations.IsWildcard(name) {
-			if err := a.checkNamed(ctx, name, fam, jp, ns, podLabels); err != nil {
+			if err := a.checkNamed(ctx, name, fam, at, j, ns, podLabels); err != nil {
 				errs = append(errs, err)
 			}
 			out = appendNew(out, name)
 			continue
 		}
-		matched, err := a.expand(ctx, name, fam, jp, ns, podLabels)
+		matched, err := a.expand(ctx, name, fam, at.pool(fam, j), ns, podLabels)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -87,23 +86,24 @@ func appendNew(list []string, name string) []string {
 }
 
 // checkNamed checks one concrete pool name.
-func (a *Admission) checkNamed(ctx context.Context, name string, fam family, p *field.Path, ns *namespaceLabels, podLabels labels.Set) *field.Error {
+func (a *Admission) checkNamed(ctx context.Context, name string, fam family, at entry, j int, ns *namespaceLabels, podLabels labels.Set) *field.Error {
 	pool, err := a.Pools.Get(ctx, name)
+	p := func() *field.Path { return at.pool(fam, j) }
 	if err != nil {
-		return field.InternalError(p, fmt.Errorf("read SpiderIPPool %s: %w", name, err))
+		return field.InternalError(p(), fmt.Errorf("read SpiderIPPool %s: %w", name, err))
 	}
 	if pool == nil {
-		return field.Invalid(p, name, "no SpiderIPPool of this name exists: create it or name an existing pool (kubectl get spiderippools)")
+		return field.Invalid(p(), name, "no SpiderIPPool of this name exists: create it or name an existing pool (kubectl get spiderippools)")
 	}
 	if pool.Family != fam.version {
-		return field.Invalid(p, name, fmt.Sprintf("is an IPv%d pool (subnet %s) but is listed under %q: move it to %q or name an %s pool", pool.Family, pool.Subnet, fam.list, fam.other, fam.name()))
+		return field.Invalid(p(), name, fmt.Sprintf("is an IPv%d pool (subnet %s) but is listed under %q: move it to %q or name an %s pool", pool.Family, pool.Subnet, fam.list, fam.other, fam.name()))
 	}
 	reason, err := a.excludes(ctx, pool, ns, podLabels)
 	if err != nil {
-		return field.InternalError(p, err)
+		return field.InternalError(p(), err)
 	}
 	if reason != "" {
-		return field.Invalid(p, name, "SpiderIPPool "+reason)
+		return field.Invalid(p(), name, "SpiderIPPool "+reason)
 	}
 	return nil
 }
