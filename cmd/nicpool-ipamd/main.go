@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -30,7 +29,6 @@ func main() {
 	var (
 		nodeName    = flag.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME, from the downward API's spec.nodeName)")
 		socket      = flag.String("socket", api.DefaultSocketPath, "unix socket the CNI plugin calls")
-		kubeconfig  = flag.String("kubeconfig", "", "kubeconfig file; empty uses the in-cluster service account")
 		metricsAddr = flag.String("metrics-bind-address", ":9271", "address serving Prometheus metrics on /metrics; 0 disables")
 		healthAddr  = flag.String("health-probe-bind-address", ":9272", "address serving /healthz and /readyz; 0 disables")
 		qps         = flag.Float64("kube-api-qps", 100, "API requests per second this daemon may send")
@@ -41,16 +39,18 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("ipamd")
-	if err := run(*nodeName, *socket, *kubeconfig, *metricsAddr, *healthAddr, float32(*qps), *burst); err != nil {
+	// --kubeconfig is controller-runtime's flag (with $KUBECONFIG and the in-cluster
+	// service account as fallbacks).
+	if err := run(*nodeName, *socket, *metricsAddr, *healthAddr, float32(*qps), *burst); err != nil {
 		log.Error(err, "ipamd stopped")
 		os.Exit(1)
 	}
 }
 
-func run(nodeName, socket, kubeconfig, metricsAddr, healthAddr string, qps float32, burst int) error {
+func run(nodeName, socket, metricsAddr, healthAddr string, qps float32, burst int) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
