@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,8 +91,8 @@ var webhookNeeds = join(
 // What self-managed certificates add: the webhook's own Secret and nicpool's own
 // webhook configurations.
 var selfManagedNeeds = join(
-	each([]string{"get", "update", "patch"}, "", "secrets", "", namespace, "nicpool-webhook-tls"),
-	each([]string{"list", "watch"}, "", "secrets", "", namespace, ""),
+	each([]string{"get", "update", "patch"}, "", "secrets", "", namespace, "nicpool-webhook-cert"),
+	each([]string{"list", "watch", "create"}, "", "secrets", "", namespace, ""),
 	each([]string{"get", "update", "patch"}, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", "nicpool-mutating"),
 	each([]string{"get", "update", "patch"}, "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", "nicpool-validating"),
 	each([]string{"list", "watch"}, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", ""),
@@ -140,14 +141,13 @@ var nobodyMay = join(
 // none at all (the certificate is a mounted volume).
 var webhookMayNot = join(
 	each([]string{"get", "update", "delete"}, "", "secrets", "", namespace, "nicpool-ca"),
-	each([]string{"create"}, "", "secrets", "", namespace, ""),
-	each([]string{"delete"}, "", "secrets", "", namespace, "nicpool-webhook-tls"),
+	each([]string{"delete"}, "", "secrets", "", namespace, "nicpool-webhook-cert"),
 	each([]string{"update"}, spider, endpoints, "", tenant, ""),
 	each([]string{"create"}, spider, endpoints, "", tenant, ""),
 )
 
 var certManagerWebhookMayNot = join(
-	each([]string{"get", "list", "watch", "update"}, "", "secrets", "", namespace, ""),
+	each([]string{"get", "list", "watch", "update", "create"}, "", "secrets", "", namespace, ""),
 	each([]string{"get", "update", "patch"}, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", "nicpool-mutating"),
 )
 
@@ -275,6 +275,15 @@ func realCalls(t *testing.T, webhook, ipamd kubernetes.Interface) {
 
 var markerRE = regexp.MustCompile(`\+kubebuilder:rbac:(\S+)`)
 
+// ownObjects are the only objects of these resources nicpool reads or writes one by
+// one; a marker cannot name them, so its get/update/patch/delete are checked on
+// these names (the RBAC grants exactly them).
+var ownObjects = map[string][]string{
+	"secrets":                         {"nicpool-webhook-cert"},
+	"mutatingwebhookconfigurations":   {"nicpool-mutating"},
+	"validatingwebhookconfigurations": {"nicpool-validating"},
+}
+
 // markers reads the +kubebuilder:rbac markers in the Go source under dirs (relative
 // to the repository root): every permission a package declares must be granted.
 // A marker without a namespace is checked cluster-wide, except for the resources
@@ -334,8 +343,14 @@ func parseMarker(s string) []request {
 			if where == "" && (res == "leases" || res == "secrets") {
 				where = namespace
 			}
-			for _, n := range names {
-				out = append(out, each(args["verbs"], g, res, sub, where, n)...)
+			for _, verb := range args["verbs"] {
+				byName := names
+				if own, ok := ownObjects[res]; ok && names[0] == "" && slices.Contains([]string{"get", "update", "patch", "delete"}, verb) {
+					byName = own
+				}
+				for _, n := range byName {
+					out = append(out, request{verb, g, res, sub, where, n})
+				}
 			}
 		}
 	}

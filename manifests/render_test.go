@@ -134,17 +134,26 @@ func TestWebhookDeployment(t *testing.T) {
 				t.Errorf("probe %+v does not target a port of the container", p)
 			}
 		}
-		secret := ""
-		for _, v := range pod.Volumes {
-			if v.Secret != nil {
-				secret = v.Secret.SecretName
-				if !mounted(c, v.Name, argValue(c.Args, "--cert-dir")) {
-					t.Errorf("secret volume %s is not mounted at --cert-dir %q", v.Name, argValue(c.Args, "--cert-dir"))
-				}
+		// The certificate directory: cert-manager's Secret, mounted read-only; or, for
+		// self-managed certificates, a writable directory the webhook fills.
+		certDir := argValue(c.Args, "--cert-dir")
+		var certVolume *corev1.Volume
+		for i, v := range pod.Volumes {
+			if mounted(c, v.Name, certDir) {
+				certVolume = &pod.Volumes[i]
 			}
 		}
-		if secret != "nicpool-webhook-tls" {
-			t.Errorf("serving certificate volume from Secret %q, want nicpool-webhook-tls", secret)
+		switch {
+		case certVolume == nil:
+			t.Errorf("nothing is mounted at --cert-dir %q", certDir)
+		case slices.Contains(c.Args, "--self-managed-certs"):
+			if certVolume.EmptyDir == nil || readOnlyMount(c, certVolume.Name) {
+				t.Errorf("self-managed certificates need a writable --cert-dir, got %+v", certVolume.VolumeSource)
+			}
+		default:
+			if certVolume.Secret == nil || certVolume.Secret.SecretName != "nicpool-webhook-cert" || !readOnlyMount(c, certVolume.Name) {
+				t.Errorf("--cert-dir must be the Secret nicpool-webhook-cert mounted read-only, got %+v", certVolume.VolumeSource)
+			}
 		}
 
 		pdb := object[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget", "nicpool-webhook")
@@ -253,8 +262,8 @@ func TestCertManagerOverlay(t *testing.T) {
 				t.Errorf("CA Certificate %s must come from a self-signed Issuer", caCert)
 			}
 			secret, _, _ := unstructured.NestedString(serving.Object, "spec", "secretName")
-			if secret != "nicpool-webhook-tls" {
-				t.Errorf("serving certificate written to %q, the Deployment mounts nicpool-webhook-tls", secret)
+			if secret != "nicpool-webhook-cert" {
+				t.Errorf("serving certificate written to %q, the Deployment mounts nicpool-webhook-cert", secret)
 			}
 			dns, _, _ := unstructured.NestedStringSlice(serving.Object, "spec", "dnsNames")
 			if !slices.Contains(dns, "nicpool-webhook.nicpool-system.svc") {
@@ -268,8 +277,8 @@ func TestCertManagerOverlay(t *testing.T) {
 					}
 				}
 			}
-			if a := argValue(object[appsv1.Deployment](t, objs, "Deployment", "nicpool-webhook").Spec.Template.Spec.Containers[0].Args, "--cert-mode"); a != "cert-manager" {
-				t.Errorf("--cert-mode = %q, want cert-manager", a)
+			if args := object[appsv1.Deployment](t, objs, "Deployment", "nicpool-webhook").Spec.Template.Spec.Containers[0].Args; slices.Contains(args, "--self-managed-certs") {
+				t.Errorf("the webhook manages its own certificates besides cert-manager: %v", args)
 			}
 		})
 	}
@@ -287,9 +296,14 @@ func TestSelfManagedOverlay(t *testing.T) {
 			t.Errorf("%s %s asks cert-manager for a CA", o.GetKind(), o.GetName())
 		}
 	}
-	object[corev1.Secret](t, objs, "Secret", "nicpool-webhook-tls")
-	if a := argValue(object[appsv1.Deployment](t, objs, "Deployment", "nicpool-webhook").Spec.Template.Spec.Containers[0].Args, "--cert-mode"); a != "self-managed" {
-		t.Errorf("--cert-mode = %q, want self-managed", a)
+	object[corev1.Secret](t, objs, "Secret", "nicpool-webhook-cert")
+	args := object[appsv1.Deployment](t, objs, "Deployment", "nicpool-webhook").Spec.Template.Spec.Containers[0].Args
+	if !slices.Contains(args, "--self-managed-certs") {
+		t.Errorf("the webhook does not manage its certificates: %v", args)
+	}
+	// The webhook's default Secret name, which the RBAC of this overlay grants.
+	if s := argValue(args, "--cert-secret"); s != "" && s != "nicpool-webhook-cert" {
+		t.Errorf("--cert-secret %s is not the Secret the overlay creates and grants", s)
 	}
 }
 
@@ -411,6 +425,10 @@ func servicePort(svc *corev1.Service, port int32) bool {
 
 func mounted(c corev1.Container, volume, path string) bool {
 	return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == volume && m.MountPath == path })
+}
+
+func readOnlyMount(c corev1.Container, volume string) bool {
+	return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == volume && m.ReadOnly })
 }
 
 func mountsHostPath(c corev1.Container, hostPaths map[string]string, hostPath string) bool {
