@@ -41,8 +41,13 @@ type Stack struct {
 	Fabric *fabric.Fabric
 	Nodes  []*node.Node
 	IPAM   IPAM
+	// Webhook is the nicpool-webhook process (IPAM nicpool).
+	Webhook *cluster.Process
 	// Dir holds the state of the run.
 	Dir string
+
+	binDir string
+	ipamd  map[string]*cluster.Process
 
 	out    io.Writer
 	ownDir bool
@@ -54,7 +59,7 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 	if opts.Nodes == 0 {
 		opts.Nodes = 3
 	}
-	s = &Stack{Dir: opts.Dir, IPAM: opts.IPAM, out: opts.Out}
+	s = &Stack{Dir: opts.Dir, IPAM: opts.IPAM, out: opts.Out, binDir: testenv.BinDir(), ipamd: map[string]*cluster.Process{}}
 	if s.out == nil {
 		s.out = io.Discard
 	}
@@ -83,6 +88,15 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 	if s.Cluster, err = cluster.Start(ctx, cluster.Options{Dir: filepath.Join(s.Dir, "cluster"), Kubeconfig: opts.Kubeconfig}); err != nil {
 		return s, err
 	}
+	if s.IPAM == IPAMNicpool {
+		s.progress("nicpool: building the plugin, ipamd and webhook; starting the webhook with self-managed certificates")
+		if err := s.buildNicpool(ctx); err != nil {
+			return s, err
+		}
+		if err := s.startWebhook(ctx); err != nil {
+			return s, err
+		}
+	}
 	for i := range opts.Nodes {
 		if err := s.addNode(ctx, i); err != nil {
 			return s, err
@@ -92,9 +106,10 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 	return s, nil
 }
 
+// detectIPAM picks nicpool when this checkout has its commands.
 func detectIPAM() IPAM {
-	for _, b := range []string{"nicpool", "nicpool-ipamd", "nicpool-webhook"} {
-		if _, err := os.Stat(filepath.Join(testenv.BinDir(), b)); err != nil {
+	for _, c := range nicpoolCommands {
+		if _, err := os.Stat(filepath.Join(testenv.RepoRoot(), "cmd", c, "main.go")); err != nil {
 			return IPAMHostLocal
 		}
 	}
@@ -115,15 +130,25 @@ func (s *Stack) addNode(ctx context.Context, i int) error {
 	if err != nil {
 		return err
 	}
+	runDir := filepath.Join(dir, "run")
+	if s.IPAM == IPAMNicpool {
+		p, err := s.startIpamd(ctx, name, dir, runDir)
+		if p != nil {
+			s.ipamd[name] = p
+		}
+		if err != nil {
+			return err
+		}
+	}
 	n, err := node.Start(ctx, node.Config{
 		Name:           name,
 		PodCIDR:        fmt.Sprintf("10.244.%d.0/24", i+1),
 		Net:            net,
 		Clientset:      s.Clientset,
 		Kubeconfig:     s.AdminKubeconfig,
-		BinDir:         testenv.BinDir(),
+		BinDir:         s.binDir,
 		Dir:            dir,
-		RunDir:         filepath.Join(dir, "run"),
+		RunDir:         runDir,
 		ClusterNetwork: s.clusterNetwork(),
 		Log:            log,
 	})
@@ -165,6 +190,7 @@ func (s *Stack) Down() error {
 		s.Nodes[i].Stop()
 	}
 	s.Nodes = nil
+	errs = append(errs, s.stopNicpool())
 	if s.Cluster != nil {
 		errs = append(errs, s.Cluster.Stop())
 		s.Cluster = nil

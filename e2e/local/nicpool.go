@@ -1,0 +1,262 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nicpool/nicpool/e2e/cluster"
+	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/webhook/configs"
+)
+
+// nicpoolCommands are built from this checkout for every run, so the stack never runs
+// a stale binary.
+var nicpoolCommands = []string{"nicpool", "nicpool-ipamd", "nicpool-webhook"}
+
+// cniPlugins are the tools of bin/ the nodes' Multus delegates to.
+var cniPlugins = []string{"multus", "macvlan", "bridge", "host-local"}
+
+// buildNicpool builds nicpool's binaries into Dir/bin beside links to the CNI
+// plugins, the one directory the nodes' Multus finds every plugin in.
+func (s *Stack) buildNicpool(ctx context.Context) error {
+	s.binDir = filepath.Join(s.Dir, "bin")
+	if err := os.MkdirAll(s.binDir, 0o755); err != nil {
+		return err
+	}
+	args := []string{"build", "-o", s.binDir + "/"}
+	for _, c := range nicpoolCommands {
+		args = append(args, "./cmd/"+c)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = testenv.RepoRoot()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build nicpool: %w\n%s", err, out.String())
+	}
+	for _, p := range cniPlugins {
+		link := filepath.Join(s.binDir, p)
+		_ = os.Remove(link)
+		if err := os.Symlink(filepath.Join(testenv.BinDir(), p), link); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startWebhook runs nicpool-webhook with self-managed certificates and registers the
+// same webhook configurations as the manifests, pointed at it on loopback instead of
+// at a Service (there is no kube-proxy here).
+func (s *Stack) startWebhook(ctx context.Context) error {
+	if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: configs.DefaultNamespace}}); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	probe, err := freePort()
+	if err != nil {
+		return err
+	}
+	mutating, validating := configs.Configurations(configs.Options{})
+	for i := range mutating.Webhooks {
+		mutating.Webhooks[i].ClientConfig = urlClientConfig(port, mutating.Webhooks[i].ClientConfig)
+	}
+	for i := range validating.Webhooks {
+		validating.Webhooks[i].ClientConfig = urlClientConfig(port, validating.Webhooks[i].ClientConfig)
+	}
+	if err := s.Client.Create(ctx, mutating); err != nil {
+		return err
+	}
+	if err := s.Client.Create(ctx, validating); err != nil {
+		return err
+	}
+	kc, err := s.UserKubeconfig("nicpool-webhook", "system:masters")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(s.Dir, "webhook")
+	// The certificate keeper writes into the directory but does not create it.
+	if err := os.MkdirAll(filepath.Join(dir, "certs"), 0o700); err != nil {
+		return err
+	}
+	p, err := cluster.StartProcess("nicpool-webhook", filepath.Join(s.binDir, "nicpool-webhook"), []string{
+		"--kubeconfig=" + kc,
+		"--namespace=" + configs.DefaultNamespace,
+		"--self-managed-certs",
+		"--cert-extra-dns-names=localhost",
+		"--cert-dir=" + filepath.Join(dir, "certs"),
+		"--webhook-host=127.0.0.1",
+		"--webhook-port=" + strconv.Itoa(port),
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe),
+		"--metrics-bind-address=0",
+		// Short enough that a spec sees garbage collected within its timeout.
+		"--gc-interval=10s",
+		"--gc-min-age=5s",
+	}, filepath.Join(dir, "webhook.log"))
+	if err != nil {
+		return err
+	}
+	s.Webhook = p
+	return s.waitWebhook(ctx, p, probe)
+}
+
+func urlClientConfig(port int, c admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.WebhookClientConfig {
+	url := fmt.Sprintf("https://localhost:%d%s", port, *c.Service.Path)
+	return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: c.CABundle}
+}
+
+// waitWebhook waits until the webhook reports ready and its CA is injected into both
+// configurations, after which the API server can call it.
+func (s *Stack) waitWebhook(ctx context.Context, p *cluster.Process, probe int) error {
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-p.Exited():
+			return false, fmt.Errorf("nicpool-webhook exited: see %s", p.Log)
+		default:
+		}
+		resp, err := http.Get(url)
+		if err != nil {
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false, nil
+		}
+		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if s.Client.Get(ctx, nameOf(configs.MutatingName), m) != nil || s.Client.Get(ctx, nameOf(configs.ValidatingName), v) != nil {
+			return false, nil
+		}
+		for _, w := range m.Webhooks {
+			if len(w.ClientConfig.CABundle) == 0 {
+				return false, nil
+			}
+		}
+		for _, w := range v.Webhooks {
+			if len(w.ClientConfig.CABundle) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for nicpool-webhook: %w (log %s)", err, p.Log)
+	}
+	return nil
+}
+
+// startIpamd runs one node's nicpool-ipamd, serving the node's socket, and waits
+// until it answers.
+func (s *Stack) startIpamd(ctx context.Context, nodeName, dir, runDir string) (*cluster.Process, error) {
+	kc, err := s.UserKubeconfig("nicpool-ipamd-"+nodeName, "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	socket := filepath.Join(runDir, filepath.Base(api.DefaultSocketPath))
+	p, err := cluster.StartProcess("nicpool-ipamd "+nodeName, filepath.Join(s.binDir, "nicpool-ipamd"), []string{
+		"--node-name=" + nodeName,
+		"--socket=" + socket,
+		"--kubeconfig=" + kc,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+	}, filepath.Join(dir, "ipamd.log"))
+	if err != nil {
+		return nil, err
+	}
+	return p, waitSocket(ctx, p, socket)
+}
+
+// waitSocket waits until ipamd answers /healthz on its socket.
+func waitSocket(ctx context.Context, p *cluster.Process, socket string) error {
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}}, Timeout: 2 * time.Second}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		select {
+		case <-p.Exited():
+			return false, fmt.Errorf("%s exited: see %s", p.Name, p.Log)
+		default:
+		}
+		resp, err := c.Get("http://ipamd" + api.PathHealthz)
+		if err != nil {
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for %s: %w (log %s)", p.Name, err, p.Log)
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func nameOf(name string) types.NamespacedName { return types.NamespacedName{Name: name} }
+
+// StopIpamd stops a node's ipamd (SIGTERM, then SIGKILL after grace), as when its
+// DaemonSet pod dies; KillIpamd is the crash.
+func (s *Stack) StopIpamd(node string, grace time.Duration) error {
+	p, ok := s.ipamd[node]
+	if !ok {
+		return fmt.Errorf("no ipamd on node %s", node)
+	}
+	return p.Stop(grace)
+}
+
+// StartIpamd (re)starts a node's ipamd and waits until it serves.
+func (s *Stack) StartIpamd(ctx context.Context, node string) error {
+	if p, ok := s.ipamd[node]; ok {
+		select {
+		case <-p.Exited():
+		default:
+			return fmt.Errorf("ipamd on node %s is running", node)
+		}
+	}
+	dir := filepath.Join(s.Dir, "nodes", node)
+	p, err := s.startIpamd(ctx, node, dir, filepath.Join(dir, "run"))
+	if p != nil {
+		s.ipamd[node] = p
+	}
+	return err
+}
+
+func (s *Stack) stopNicpool() error {
+	var errs []error
+	for name, p := range s.ipamd {
+		errs = append(errs, p.Stop(10*time.Second))
+		delete(s.ipamd, name)
+	}
+	if s.Webhook != nil {
+		errs = append(errs, s.Webhook.Stop(10*time.Second))
+		s.Webhook = nil
+	}
+	return errors.Join(errs...)
+}
