@@ -25,6 +25,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
+// Permissions of the self-managed mode: its Secret (a Role in nicpool's namespace
+// only) and the caBundle of nicpool's two webhook configurations.
+//
+// +kubebuilder:rbac:groups="",namespace=nicpool-system,resources=secrets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;update;patch
+
 // Options of the self-managed mode.
 type Options struct {
 	// Namespace and SecretName locate the Secret holding the CA and the serving

@@ -32,6 +32,16 @@ const (
 	ValidateReservedIP = "validate-spiderreservedip"
 )
 
+// Permissions of the admission webhooks and the totalIPCount controller (the
+// garbage collector, certs and leader election declare their own).
+//
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderippools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderippools/status,verbs=get;patch
+// +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderendpoints,verbs=get;list;watch
+// +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderreservedips,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
 // NewScheme returns the scheme nicpool's webhook serves: core Kubernetes types and
 // spiderpool.spidernet.io/v2beta1.
 func NewScheme() *runtime.Scheme {

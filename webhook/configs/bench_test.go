@@ -1,0 +1,81 @@
+package configs_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+)
+
+var podSeq atomic.Int64
+
+// BenchmarkPodCreate creates pods through the API server with nicpool's webhooks
+// registered: pods that select no pool (the match condition keeps them away from
+// the webhook) against pods that go through both pod webhooks. The difference is
+// what nicpool adds to a pod create.
+func BenchmarkPodCreate(b *testing.B) {
+	ctx := context.Background()
+	if err := env.Namespace(ctx, "bench", nil); err != nil {
+		b.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "bench-v4"}, Spec: v2beta1.IPPoolSpec{Subnet: "10.140.0.0/16", IPs: []string{"10.140.0.10-10.140.255.200"}}}); err != nil {
+		b.Fatal(err)
+	}
+	probe := pod("bench", "probe", map[string]string{annotations.IPPool: `{"ipv4":["bench-v4"]}`})
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll) == nil, nil
+	})
+	if err != nil {
+		b.Fatalf("the pool did not reach the webhook's view: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		ann  map[string]string
+	}{
+		{"without webhook", nil},
+		{"with webhook", map[string]string{annotations.MultusNetworks: "macvlan-a", annotations.IPPools: `[{"ipv4":["bench-v4"]},{"ipv4":["bench-v4"]}]`}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			defer reportHandlerTime(b)
+			for b.Loop() {
+				p := pod("bench", fmt.Sprintf("p-%d", podSeq.Add(1)), tc.ann)
+				if err := env.Client.Create(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// reportHandlerTime logs the pod webhooks' own share of the latency, from their
+// duration histogram: the rest is the API server's webhook call.
+func reportHandlerTime(b *testing.B) {
+	mfs, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "nicpool_webhook_request_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			h := m.GetHistogram()
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "webhook" && strings.HasSuffix(l.GetValue(), "-pod") && h.GetSampleCount() > 0 {
+					b.Logf("%s: %d requests so far, mean handler time %.1fµs", l.GetValue(), h.GetSampleCount(), 1e6*h.GetSampleSum()/float64(h.GetSampleCount()))
+				}
+			}
+		}
+	}
+}
