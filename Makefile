@@ -48,8 +48,17 @@ lint: ## golangci-lint (built from hack/tools/lint on first use), go vet and gof
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(BIN)/golangci-lint run ./...
 
-run: tools build ## start the local control plane with nicpool, sample pools; Ctrl-C stops it
+run: tools build ## local cluster (3 node stand-ins) with nicpool, sample pools, NADs and a multi-NIC StatefulSet; Ctrl-C stops it
 	$(BIN)/nicpool-local run
+
+up: tools build ## the same as run, in the background; returns when ready (kubeconfig .local/kubeconfig)
+	$(BIN)/nicpool-local up
+
+down: ## stop what `make up` started
+	$(GO) run ./cmd/nicpool-local down
+
+e2e: tools ## the end-to-end Ginkgo suite on the local cluster (also part of `make test`)
+	$(GOTEST) -count=1 -timeout 30m -v ./e2e/suite/
 
 clean: ## remove built binaries and local state
 	rm -rf $(BIN) .local
