@@ -3,6 +3,7 @@ package pod_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -137,5 +138,29 @@ func TestDryRun(t *testing.T) {
 	}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "dryrun", Name: "p"}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
 		t.Errorf("dry-run stored the pod: get returned %v", err)
+	}
+}
+
+// The validating webhook refuses a pod that skipped the mutation, and accepts a
+// stamp that no longer matches the endpoint (it may change between the two calls).
+func TestValidatorOnUnresolvedAndStalePods(t *testing.T) {
+	v := &pod.Handler{Admission: pod.New(offlineViews()), Mode: pod.Validate}
+	p := samplePod()
+	k := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Annotations: p.Annotations, OwnerReferences: p.OwnerReferences}}
+	resp := v.Handle(context.Background(), request(t, k))
+	if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "not as nicpool's mutating webhook leaves them") {
+		t.Fatalf("unresolved pod: allowed=%v result=%v", resp.Allowed, resp.Result)
+	}
+	adm := pod.New(offlineViews())
+	for _, s := range adm.Decide(context.Background(), p).Set {
+		k.Annotations[s.Key] = s.Value
+	}
+	k.Annotations[annotations.EndpointUID] = "an-endpoint-since-replaced"
+	if resp := v.Handle(context.Background(), request(t, k)); !resp.Allowed {
+		t.Errorf("stale stamp refused: %v", resp.Result)
+	}
+	delete(k.Annotations, annotations.EndpointUID)
+	if resp := v.Handle(context.Background(), request(t, k)); resp.Allowed {
+		t.Error("a StatefulSet pod without a stamp was allowed")
 	}
 }

@@ -3,6 +3,7 @@ package pod
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/nicpool/nicpool/crds/annotations"
 )
 
 // Mode says which of the two pod webhooks a Handler serves.
@@ -126,7 +129,15 @@ var errNotReady error = notReady{}
 // unresolved turns what a mutation would still change into a denial: the pod reached
 // the validating webhook without (or after undoing) the mutating one.
 func unresolved(pod *Pod, d *Decision) {
-	if d.Denied() || !d.Changed() {
+	if d.Denied() {
+		return
+	}
+	// The endpoint may have changed since the mutation stamped the pod; a stamp
+	// nicpool wrote is enough here (ipamd compares it with the endpoint anyway).
+	if _, stamped := pod.Annotations[annotations.EndpointUID]; stamped {
+		d.Set = slices.DeleteFunc(d.Set, func(a Annotation) bool { return a.Key == annotations.EndpointUID })
+	}
+	if !d.Changed() {
 		return
 	}
 	keys := make([]string, 0, len(d.Set)+len(d.Remove))
