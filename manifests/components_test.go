@@ -1,16 +1,20 @@
 package manifests_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	coordinationv1 "k8s.io/api/coordination/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,18 +23,36 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/nicpool/nicpool/certs"
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/daemon"
+	nicwebhook "github.com/nicpool/nicpool/webhook"
+	"github.com/nicpool/nicpool/webhook/configs"
 	"github.com/nicpool/nicpool/webhook/gc"
-	"github.com/nicpool/nicpool/webhook/lookup"
 )
 
 // rbacOnly keeps the objects that grant permissions (and where they live), so the
 // components can run under them without the webhook configurations intercepting
 // the test's own writes.
+func localURL(port int, cc admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.WebhookClientConfig {
+	url := "https://localhost:" + strconv.Itoa(port) + *cc.Service.Path
+	return admissionregistrationv1.WebhookClientConfig{URL: &url}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
 func rbacOnly(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 	keep := []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 	var out []*unstructured.Unstructured
@@ -52,39 +74,56 @@ func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool,
 	}
 }
 
-// ipamd and the webhook's cluster controllers, started with exactly the permissions
-// the rendered RBAC grants their ServiceAccounts, do their whole job: ipamd syncs
-// its caches, allocates (pool status, SpiderEndpoint, events) and the webhook's
-// views sync, it wins leader election in its namespace, puts its finalizer on a
-// pool, and once the pod is gone releases the address and deletes the endpoint.
+// ipamd and the webhook, started with exactly the permissions the rendered RBAC of
+// the self-managed overlay grants their ServiceAccounts, do their whole job: the
+// webhook wins leader election in its namespace, generates its certificates into its
+// Secret, injects the CA into nicpool's webhook configurations and admits pools, pods
+// and endpoints over TLS (the configurations are the rendered ones, pointed at this
+// process); it puts its finalizer on the pool and, once the pod is gone, releases the
+// address and deletes the endpoint. ipamd syncs its caches and allocates (pool
+// status, SpiderEndpoint, events).
 func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 	e := controlPlane(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	rbac := rbacOnly(render(t, "overlays/self-managed"))
+	objs := render(t, "overlays/self-managed")
+	rbac := rbacOnly(objs)
 	apply(t, e.Client, rbac)
 	t.Cleanup(func() { remove(t, e.Client, rbac) })
 
 	const node, ns, podName, poolName = "rbac-node", "rbac-tenant", "app-0", "rbac-v4"
 
-	// The webhook's controllers, as its Deployment runs them.
+	// The webhook, wired as cmd/nicpool-webhook wires it with --self-managed-certs
+	// and --leader-elect.
+	port := freePort(t)
+	keeper := certs.NewKeeper()
 	mgr, err := ctrl.NewManager(serviceAccount(e, "nicpool-webhook"), ctrl.Options{
-		Scheme:                        e.Scheme,
+		Scheme:                        nicwebhook.NewScheme(),
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
 		LeaderElection:                true,
-		LeaderElectionID:              "nicpool-webhook-rbac-test",
+		LeaderElectionID:              "nicpool-webhook",
 		LeaderElectionNamespace:       namespace,
 		LeaderElectionReleaseOnCancel: true,
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: "127.0.0.1", Port: port, CertDir: t.TempDir(), TLSOpts: []func(*tls.Config){keeper.TLSOption},
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gc.SetupWithManager(mgr, gc.Options{MinAge: -1, TerminatingGrace: -1, Debounce: 50 * time.Millisecond, Interval: time.Second}); err != nil {
+	if err := certs.Setup(ctx, mgr, keeper, certs.Options{
+		Namespace: namespace, SecretName: "nicpool-webhook-cert",
+		DNSName: "nicpool-webhook.nicpool-system.svc", ExtraDNSNames: []string{"localhost"},
+		MutatingWebhooks: []string{configs.MutatingName}, ValidatingWebhooks: []string{configs.ValidatingName},
+		LeaderElection: true,
+	}); err != nil {
 		t.Fatal(err)
 	}
-	views := lookup.NewViews(mgr.GetAPIReader())
-	if err := views.Register(ctx, mgr.GetCache()); err != nil {
+	if _, err := nicwebhook.Setup(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := gc.SetupWithManager(mgr, gc.Options{MinAge: -1, TerminatingGrace: -1, Debounce: 50 * time.Millisecond, Interval: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	mgrDone := make(chan error, 1)
@@ -95,6 +134,27 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 			t.Errorf("webhook manager: %v", err)
 		}
 	})
+
+	// The rendered webhook configurations, calling this process instead of the
+	// Service; removed before the webhook stops (cleanups run last first).
+	m := object[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration", configs.MutatingName)
+	v := object[admissionregistrationv1.ValidatingWebhookConfiguration](t, objs, "ValidatingWebhookConfiguration", configs.ValidatingName)
+	for i := range m.Webhooks {
+		m.Webhooks[i].ClientConfig = localURL(port, m.Webhooks[i].ClientConfig)
+	}
+	for i := range v.Webhooks {
+		v.Webhooks[i].ClientConfig = localURL(port, v.Webhooks[i].ClientConfig)
+	}
+	for _, o := range []client.Object{m, v} {
+		if err := e.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := e.Client.Delete(context.Background(), o); err != nil {
+				t.Errorf("delete %s: %v", o.GetName(), err)
+			}
+		})
+	}
 
 	// ipamd, as its DaemonSet runs it: Start returns once its caches synced.
 	sock := filepath.Join(t.TempDir(), "ipamd.sock")
@@ -111,18 +171,41 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the webhook did not win leader election with its Role")
 	}
-	lease := &coordinationv1.Lease{}
-	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "nicpool-webhook-rbac-test"}, lease); err != nil {
-		t.Fatalf("leader-election Lease: %v", err)
-	}
-	eventually(t, "admission views sync", func(context.Context) (bool, error) { return views.Synced(), nil })
+	eventually(t, "the CA in the Secret and in both webhook configurations", func(ctx context.Context) (bool, error) {
+		secret := &corev1.Secret{}
+		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "nicpool-webhook-cert"}, secret); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		ca := secret.Data["ca.crt"]
+		gotM := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		gotV := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := e.Client.Get(ctx, client.ObjectKey{Name: configs.MutatingName}, gotM); err != nil {
+			return false, err
+		}
+		if err := e.Client.Get(ctx, client.ObjectKey{Name: configs.ValidatingName}, gotV); err != nil {
+			return false, err
+		}
+		injected := len(ca) > 0
+		for _, w := range gotM.Webhooks {
+			injected = injected && bytes.Equal(w.ClientConfig.CABundle, ca)
+		}
+		for _, w := range gotV.Webhooks {
+			injected = injected && bytes.Equal(w.ClientConfig.CABundle, ca)
+		}
+		return injected && keeper.Current() != nil, nil
+	})
 
-	// The admin creates a pool, a namespace and a pod on ipamd's node, the way the
-	// webhook's mutation leaves it (interfaces resolved).
-	pool := &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: poolName}, Spec: v2beta1.IPPoolSpec{Subnet: "10.77.0.0/24", IPs: []string{"10.77.0.10-10.77.0.20"}}}
-	if err := e.Client.Create(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
+	// The admin creates a pool (defaulted and validated by the webhook: retried
+	// until the webhook server has loaded its certificate), a namespace and a pod on
+	// ipamd's node that selects the pool in the single-NIC form.
+	eventually(t, "a pool admitted through the webhook", func(ctx context.Context) (bool, error) {
+		pool := &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: poolName}, Spec: v2beta1.IPPoolSpec{Subnet: "10.77.0.0/24", IPs: []string{"10.77.0.10-10.77.0.20"}}}
+		err := e.Client.Create(ctx, pool)
+		if err != nil {
+			t.Logf("create pool (retrying): %v", err)
+		}
+		return err == nil, nil
+	})
 	eventually(t, "the webhook's pool finalizer", func(ctx context.Context) (bool, error) {
 		p := &v2beta1.SpiderIPPool{}
 		err := e.Client.Get(ctx, client.ObjectKey{Name: poolName}, p)
@@ -133,12 +216,17 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: podName, Annotations: map[string]string{
-			annotations.IPPools: `[{"interface":"eth0","ipv4":["` + poolName + `"]}]`,
+			annotations.IPPool: `{"ipv4":["` + poolName + `"]}`,
 		}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "pause"}}},
 	}
 	if err := e.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
+	}
+	// The mutating webhook resolved the selection to a named interface.
+	resolved, errs := annotations.ParsePoolSelections(pod.Annotations[annotations.IPPools])
+	if len(errs) > 0 || len(resolved) != 1 || resolved[0].Interface != "eth0" {
+		t.Fatalf("the webhook did not resolve the pod's pools: %q (%v)", pod.Annotations[annotations.IPPools], errs.ToAggregate())
 	}
 
 	// CNI ADD through ipamd's socket, until its cache has seen the pod.
