@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"testing"
@@ -47,6 +48,11 @@ func startDaemon(t testing.TB, node string) (*daemon.Daemon, context.CancelFunc)
 	t.Cleanup(cancel)
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = -1, 0 // in-process nodes share one process: no client-side throttling
+	// A dialer of its own gives each node its own connections, as separate processes
+	// have (client-go shares one transport between identical configs otherwise).
+	var dialer net.Dialer
+	cfg.Dial = dialer.DialContext
+	cfg.UserAgent = "nicpool-ipamd/" + node
 	log := logr.Discard()
 	if tt, ok := t.(*testing.T); ok && os.Getenv("IPAMD_TEST_LOG") != "" {
 		log = testr.New(tt)

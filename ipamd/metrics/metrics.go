@@ -40,6 +40,11 @@ var (
 		Help:    "Time to serve one CNI DEL, by outcome.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 	}, []string{"outcome"})
+	AllocationPhase = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "nicpool_ipamd_allocation_phase_seconds",
+		Help:    "Time one CNI ADD spends in each phase: pools (choice and pool writes), endpoint (SpiderEndpoint write).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	}, []string{"phase"})
 	PoolWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nicpool_ipamd_pool_writes_total",
 		Help: "Pool status writes (compare-and-swap), by result: ok, conflict, error.",
@@ -64,6 +69,6 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(Allocations, AllocationDuration, Releases, ReleaseDuration,
+	crmetrics.Registry.MustRegister(Allocations, AllocationDuration, AllocationPhase, Releases, ReleaseDuration,
 		PoolWrites, WriteConflicts, OpsPerWrite, Exhausted, EndpointWrites)
 }

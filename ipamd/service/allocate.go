@@ -76,7 +76,9 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 		if err != nil {
 			return nil, cniError(api.CodeTryAgainLater, "take over or clean the pod's SpiderEndpoint", err)
 		}
+		phase := time.Now()
 		got, fresh, aerr := s.take(ctx, pod, ns, owner, choice, req.Network)
+		metrics.AllocationPhase.WithLabelValues("pools").Observe(time.Since(phase).Seconds())
 		if aerr != nil {
 			s.undo(ctx, owner, fresh)
 			if aerr.Code == api.CodePoolExhausted {
@@ -89,7 +91,9 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 			return nil, aerr
 		}
 		detail := s.detail(pod, req.Interface, choice, got)
+		phase = time.Now()
 		err = s.record(ctx, pod, ep, detail, Attachment{ContainerID: req.ContainerID, Network: req.Network.Name})
+		metrics.AllocationPhase.WithLabelValues("endpoint").Observe(time.Since(phase).Seconds())
 		if errors.Is(err, errEndpointMoved) {
 			continue // pool records are ours by owner: the next round finds and keeps them
 		}

@@ -33,6 +33,9 @@ var ErrPoolDisabled = errors.New("pool is disabled")
 // progress, so a batch that loses this often is starved rather than wrong.
 const maxAttempts = 64
 
+// Linger is how long an idle pool queue waits before its first write.
+var Linger = 5 * time.Millisecond
+
 // Committer serialises the writes of each pool: at most one status write per pool is in
 // flight from this process, and requests arriving meanwhile form the next batch.
 type Committer struct {
@@ -137,6 +140,9 @@ func (c *Committer) queue(pool string) *poolQueue {
 
 // flush writes batches until the queue is empty.
 func (c *Committer) flush(pool string, q *poolQueue) {
+	// Requests rarely come alone (a node starting many pods, a Deployment scaling):
+	// a short wait before the first write lets those that are on their way join it.
+	time.Sleep(Linger)
 	for {
 		q.mu.Lock()
 		batch := q.pending
@@ -201,9 +207,11 @@ func (c *Committer) commit(pool string, q *poolQueue, batch []*request) {
 			metrics.PoolWrites.WithLabelValues(pool, "conflict").Inc()
 			metrics.WriteConflicts.WithLabelValues(pool).Inc()
 			// Every writer that lost this round would collide again if it retried at
-			// once; a random pause of up to one write's duration spreads them out, and
-			// what queues meanwhile joins the retry.
-			time.Sleep(time.Duration(rand.Int64N(int64(min(took, time.Second)) + 1)))
+			// once, and each losing write costs the API server as much as a winning
+			// one. A random pause, growing with each conflict in a row (up to 2 s),
+			// spreads the writers out; what queues meanwhile joins the retry.
+			window := min(took<<min(attempt-1, 4), 2*time.Second)
+			time.Sleep(time.Duration(rand.Int64N(int64(window) + 1)))
 			fresh := &v2beta1.SpiderIPPool{}
 			if gerr := c.Fresh.Get(ctx, client.ObjectKey{Name: pool}, fresh); gerr != nil {
 				fail(batch, fmt.Errorf("re-read pool %s after a write conflict: %w", pool, gerr))
