@@ -79,4 +79,3 @@ func TestContainerArgsAreFlagsOfTheBinaries(t *testing.T) {
 		}
 	})
 }
-

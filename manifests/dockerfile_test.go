@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -31,5 +32,39 @@ func TestInstallCNIMatchesTheDockerfile(t *testing.T) {
 	}
 	if !strings.Contains(string(df), "FROM busybox") || install.Command[0] != "/bin/sh" {
 		t.Errorf("the init container's shell must come from the image's base")
+	}
+}
+
+// Each Dockerfile is multi-stage and static: it builds its binary with cgo off (the
+// default here links dynamically) and copies it onto a minimal base without a libc
+// to link against; the webhook's image runs as the user its Deployment requires.
+func TestDockerfilesAreMultiStageAndStatic(t *testing.T) {
+	objs := render(t, ".")
+	webhookUser := object[appsv1.Deployment](t, objs, "Deployment", "nicpool-webhook").Spec.Template.Spec.SecurityContext.RunAsUser
+	for _, binary := range []string{"nicpool", "nicpool-ipamd", "nicpool-webhook"} {
+		path := filepath.Join(testenv.RepoRoot(), "build", binary+".Dockerfile")
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("no Dockerfile for cmd/%s: %v", binary, err)
+			continue
+		}
+		df := string(data)
+		froms := regexp.MustCompile(`(?m)^FROM (\S+)`).FindAllStringSubmatch(df, -1)
+		if len(froms) < 2 {
+			t.Errorf("%s: want a build stage and a runtime stage, got %d FROM", binary, len(froms))
+			continue
+		}
+		final := froms[len(froms)-1][1]
+		if !strings.HasPrefix(final, "gcr.io/distroless/static") && !strings.HasPrefix(final, "busybox:") {
+			t.Errorf("%s: runtime base %s is not a minimal static base", binary, final)
+		}
+		if !regexp.MustCompile(`CGO_ENABLED=0 go build [^\n]*-o /out/` + binary + ` \./cmd/` + binary + `\n`).MatchString(df) {
+			t.Errorf("%s: the build stage does not build ./cmd/%s statically (CGO_ENABLED=0)", binary, binary)
+		}
+		if binary == "nicpool-webhook" {
+			if webhookUser == nil || !strings.Contains(df, "\nUSER "+strconv.FormatInt(*webhookUser, 10)+":") {
+				t.Errorf("%s: the image's USER is not the Deployment's runAsUser %v", binary, webhookUser)
+			}
+		}
 	}
 }
