@@ -16,6 +16,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/lookup"
 	"github.com/nicpool/nicpool/webhook/webhooktest"
 )
 
@@ -59,6 +60,25 @@ func createPools(t *testing.T, pools ...testPool) {
 			t.Fatalf("create pool %s: %v", tp.name, err)
 		}
 	}
+	// Wildcards expand over the webhook's view: let it see the new pools first.
+	for _, tp := range pools {
+		waitFor(t, "pool "+tp.name+" in the webhook's view", func() bool {
+			_, ok := inView(tp.name)
+			return ok
+		})
+	}
+}
+
+func inView(name string) (*lookup.Pool, bool) {
+	var found *lookup.Pool
+	env.Views.Pools.Range(func(p *lookup.Pool) bool {
+		if p.Name == name {
+			found = p
+			return false
+		}
+		return true
+	})
+	return found, found != nil
 }
 
 func createNamespace(t *testing.T, name string, labels map[string]string) {
