@@ -248,10 +248,13 @@ func (s *Service) endpoint(ctx context.Context, key types.NamespacedName) (*v2be
 		return nil, err
 	}
 	s.epMu.Lock()
+	defer s.epMu.Unlock()
 	w := s.written[key]
-	s.epMu.Unlock()
 	if w != nil && (ep == nil || (ep.UID == w.UID && rvNewer(w.ResourceVersion, ep.ResourceVersion))) {
 		return w, nil
+	}
+	if w != nil {
+		delete(s.written, key) // the cache has caught up (or moved on): it is the newest now
 	}
 	return ep, nil
 }
