@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"go4.org/netipx"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -77,6 +78,11 @@ func (v *Validator) ValidateCreate(ctx context.Context, p *v2beta1.SpiderIPPool)
 
 // ValidateUpdate implements admission.Validator.
 func (v *Validator) ValidateUpdate(ctx context.Context, old, p *v2beta1.SpiderIPPool) (admission.Warnings, error) {
+	if equality.Semantic.DeepEqual(old.Spec, p.Spec) {
+		// Metadata only (labels, the finalizer's removal by the garbage collector):
+		// never blocked, even for a pool that predates these rules.
+		return nil, nil
+	}
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
 	if old.Spec.Subnet != p.Spec.Subnet {

@@ -215,6 +215,11 @@ func TestPoolUpdatesAndDelete(t *testing.T) {
 	t.Run("an allocated address may not become the gateway", func(t *testing.T) {
 		mustContain(t, update(func(p *v2beta1.SpiderIPPool) { p.Spec.Gateway = ptr.To("10.45.0.12") }), "10.45.0.12 held by pod team/web-0")
 	})
+	t.Run("metadata changes are fine", func(t *testing.T) {
+		if err := update(func(p *v2beta1.SpiderIPPool) { p.Labels = map[string]string{"team": "a"} }); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("growing the pool is fine", func(t *testing.T) {
 		if err := update(func(p *v2beta1.SpiderIPPool) { p.Spec.IPs = []string{"10.45.0.10-10.45.0.30"} }); err != nil {
 			t.Fatal(err)
