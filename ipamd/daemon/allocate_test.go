@@ -282,3 +282,53 @@ func mustAddr(t testing.TB, cidr string) netip.Addr {
 	}
 	return p.Addr()
 }
+
+// A pod's sandbox is replaced (same pod UID, new container): the new container's ADD
+// gets the interface's address, and the late DEL of the old container releases
+// nothing; the new container's DEL does.
+func TestDelOfAReplacedContainerReleasesNothing(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "sandbox")
+	createPool(t, "sandbox", "10.88.0.0/16", []string{"10.88.0.1-10.88.0.9"})
+	d, _ := startDaemon(t, "sandbox-node")
+	pod := createPod(t, "sandbox", "app", "sandbox-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["sandbox"]}]`))
+	a, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "new"))
+	if err != nil || addresses(b)[0] != addresses(a)[0] {
+		t.Fatalf("new container's ADD got %v (%v), want %v", b, err, addresses(a))
+	}
+	if r, err := d.Service.Release(ctx, delReq(pod, "eth0", "old")); err != nil || len(r.Released) != 0 {
+		t.Errorf("DEL of the replaced container released %+v (%v)", r, err)
+	}
+	if n := len(getPool(t, "sandbox").Status.AllocatedIPs); n != 1 {
+		t.Errorf("pool holds %d addresses, want the new container's 1", n)
+	}
+	if r, err := d.Service.Release(ctx, delReq(pod, "eth0", "new")); err != nil || len(r.Released) != 1 {
+		t.Errorf("DEL of the current container released %+v (%v)", r, err)
+	}
+	checkInvariants(t, false)
+}
+
+// STATUS says not ready, naming the pools, when every pool the network can use is full.
+func TestStatusNotReadyWhenPoolsAreFull(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "status")
+	createPool(t, "status-full", "10.89.0.0/16", []string{"10.89.0.1"})
+	d, _ := startDaemon(t, "status-node")
+	pod := createPod(t, "status", "app", "status-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["status-full"]}]`))
+	net := api.NetworkConfig{Name: "net-eth0", DefaultIPv4Pools: []string{"status-full"}}
+	if st, err := d.Service.Status(ctx, &api.StatusRequest{Network: net}); err != nil || !st.Ready {
+		t.Fatalf("STATUS with a free address: %+v %v", st, err)
+	}
+	if _, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "c")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		st, err := d.Service.Status(ctx, &api.StatusRequest{Network: net})
+		return err == nil && !st.Ready && strings.Contains(st.Message, "status-full") && st.Pools[0].Allocated == 1
+	})
+	checkInvariants(t, false)
+}
