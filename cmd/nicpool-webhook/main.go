@@ -52,7 +52,7 @@ func defaultNamespace() string {
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
-	fs.StringVar(&o.namespace, "namespace", defaultNamespace(), "nicpool's namespace: the webhook Service and certificate Secret live there, and no webhook applies to it (default $POD_NAMESPACE)")
+	fs.StringVar(&o.namespace, "namespace", defaultNamespace(), "nicpool's namespace: the webhook Service and certificate Secret live there, and no webhook applies to it; $POD_NAMESPACE when set")
 	fs.StringVar(&o.serviceName, "service-name", configs.DefaultServiceName, "the webhook Service the API server calls")
 	fs.StringVar(&o.host, "webhook-host", "", "address the webhook server listens on (empty: all)")
 	fs.IntVar(&o.port, "webhook-port", 9443, "port the webhook server listens on")
