@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
@@ -73,12 +72,18 @@ func certManagerCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		return nil, fmt.Errorf("go mod download %s: %w", certManagerModule, err)
 	}
 	var mod struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Error != "" || mod.Dir == "" {
-		return nil, fmt.Errorf("go mod download %s: %s %v", certManagerModule, mod.Error, err)
+	if err := json.Unmarshal(out, &mod); err != nil {
+		return nil, fmt.Errorf("go mod download %s: %w", certManagerModule, err)
+	}
+	if mod.Error != "" || mod.Dir == "" {
+		return nil, fmt.Errorf("go mod download %s: %q", certManagerModule, mod.Error)
 	}
 	files, err := filepath.Glob(filepath.Join(mod.Dir, "deploy", "crds", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no CRD YAML in %s/deploy/crds (%v)", mod.Dir, err)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no CRD YAML in %s/deploy/crds", mod.Dir)
 	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, f := range files {
@@ -142,10 +147,6 @@ func TestEveryKustomizationIsAcceptedByTheAPIServer(t *testing.T) {
 			remove(t, e.Client, objs)
 		})
 	}
-}
-
-func describe(o *unstructured.Unstructured) string {
-	return strings.TrimPrefix(o.GetNamespace()+"/", "/") + o.GetName()
 }
 
 // The API server's PodSecurity admission agrees with the manifests: the webhook's

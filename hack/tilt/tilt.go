@@ -5,6 +5,7 @@
 package tilt
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -90,7 +91,7 @@ func Evaluate(opts Options) (*Result, error) {
 	fileOpts := &syntax.FileOptions{TopLevelControl: true, GlobalReassign: true, Set: true, While: true}
 	_, err = starlark.ExecFileOptions(fileOpts, thread, path, src, r.builtins(opts))
 	if err != nil {
-		if e, ok := err.(*starlark.EvalError); ok {
+		if e := (*starlark.EvalError)(nil); errors.As(err, &e) {
 			return r, fmt.Errorf("%s", e.Backtrace())
 		}
 		return r, err
