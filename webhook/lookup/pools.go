@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -154,6 +155,18 @@ func (v *Pools) Range(fn func(*Pool) bool) {
 	defer v.mu.RUnlock()
 	for _, n := range v.names {
 		if !fn(v.m[n]) {
+			return
+		}
+	}
+}
+
+// RangePrefix calls fn, in name order, for every pool whose name starts with prefix
+// until fn returns false.
+func (v *Pools) RangePrefix(prefix string, fn func(*Pool) bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for i := sort.SearchStrings(v.names, prefix); i < len(v.names) && strings.HasPrefix(v.names[i], prefix); i++ {
+		if !fn(v.m[v.names[i]]) {
 			return
 		}
 	}

@@ -46,13 +46,20 @@ func (a *Admission) resolvePools(ctx context.Context, names []string, fam family
 		return names, errs
 	}
 	out := make([]string, 0, len(names))
+	seen := make(map[string]bool, len(names))
+	add := func(name string) {
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
 	var errs field.ErrorList
 	for j, name := range names {
 		if !annotations.IsWildcard(name) {
 			if err := a.checkNamed(ctx, name, fam, at, j, ns, podLabels); err != nil {
 				errs = append(errs, err)
 			}
-			out = appendNew(out, name)
+			add(name)
 			continue
 		}
 		matched, err := a.expand(ctx, name, fam, at.pool(fam, j), ns, podLabels)
@@ -61,7 +68,7 @@ func (a *Admission) resolvePools(ctx context.Context, names []string, fam family
 			continue
 		}
 		for _, m := range matched {
-			out = appendNew(out, m)
+			add(m)
 		}
 	}
 	return out, errs
@@ -74,15 +81,6 @@ func anyWildcard(names []string) bool {
 		}
 	}
 	return false
-}
-
-func appendNew(list []string, name string) []string {
-	for _, n := range list {
-		if n == name {
-			return list
-		}
-	}
-	return append(list, name)
 }
 
 // checkNamed checks one concrete pool name.
@@ -111,7 +109,9 @@ func (a *Admission) checkNamed(ctx context.Context, name string, fam family, at 
 // expand returns the usable pools of the family whose names match pattern.
 func (a *Admission) expand(ctx context.Context, pattern string, fam family, p *field.Path, ns *namespaceLabels, podLabels labels.Set) ([]string, *field.Error) {
 	var candidates []*lookup.Pool
-	a.Pools.Range(func(pool *lookup.Pool) bool {
+	// Only names that start with the pattern's literal prefix can match it.
+	prefix := pattern[:strings.IndexAny(pattern, `*?[\`)]
+	a.Pools.RangePrefix(prefix, func(pool *lookup.Pool) bool {
 		if ok, _ := path.Match(pattern, pool.Name); ok {
 			candidates = append(candidates, pool)
 		}
