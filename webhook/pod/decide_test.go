@@ -164,3 +164,15 @@ func TestValidatorOnUnresolvedAndStalePods(t *testing.T) {
 		t.Error("a StatefulSet pod without a stamp was allowed")
 	}
 }
+
+// Until its views are synced the webhook answers 503 (the API server fails the call
+// and the creator retries) rather than denying pods for pools it has not seen yet.
+func TestHandlerNotReady(t *testing.T) {
+	h := &pod.Handler{Admission: pod.New(lookup.NewViews(nil)), Mode: pod.Mutate, Ready: func() bool { return false }}
+	p := samplePod()
+	k := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Annotations: p.Annotations}}
+	resp := h.Handle(context.Background(), request(t, k))
+	if resp.Allowed || resp.Result == nil || resp.Result.Code != 503 {
+		t.Errorf("not-ready answer: allowed=%v result=%+v; want a 503 error", resp.Allowed, resp.Result)
+	}
+}
