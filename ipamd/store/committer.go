@@ -58,6 +58,9 @@ type poolQueue struct {
 	// latest is the newest copy of the pool this process has seen: the object it last
 	// wrote or re-read. The cache lags behind our own writes; this does not.
 	latest *v2beta1.SpiderIPPool
+	// fastest is the quickest write of this pool seen: what one write costs the API
+	// server when it is not competing with others, the unit of the conflict backoff.
+	fastest time.Duration
 }
 
 type request struct {
@@ -194,6 +197,12 @@ func (c *Committer) commit(pool string, q *poolQueue, batch []*request) {
 		began := time.Now()
 		err = c.Writer.Status().Update(ctx, obj)
 		took := time.Since(began)
+		q.mu.Lock()
+		if q.fastest == 0 || took < q.fastest {
+			q.fastest = took
+		}
+		unit := q.fastest
+		q.mu.Unlock()
 		switch {
 		case err == nil:
 			metrics.PoolWrites.WithLabelValues(pool, "ok").Inc()
@@ -208,9 +217,10 @@ func (c *Committer) commit(pool string, q *poolQueue, batch []*request) {
 			metrics.WriteConflicts.WithLabelValues(pool).Inc()
 			// Every writer that lost this round would collide again if it retried at
 			// once, and each losing write costs the API server as much as a winning
-			// one. A random pause, growing with each conflict in a row (up to 2 s),
-			// spreads the writers out; what queues meanwhile joins the retry.
-			window := min(took<<min(attempt-1, 4), 2*time.Second)
+			// one. A random pause of a few uncontended writes' time, doubling with each
+			// conflict in a row (up to 2 s), spreads the writers out without leaving
+			// the pool idle long; what queues meanwhile joins the retry.
+			window := min(unit<<min(attempt, 5), 2*time.Second)
 			time.Sleep(time.Duration(rand.Int64N(int64(window) + 1)))
 			fresh := &v2beta1.SpiderIPPool{}
 			if gerr := c.Fresh.Get(ctx, client.ObjectKey{Name: pool}, fresh); gerr != nil {
