@@ -65,12 +65,12 @@ func call[Resp any](ctx context.Context, c *Client, path string, req any) (*Resp
 	hreq.Header.Set("Content-Type", "application/json")
 	hresp, err := c.http.Do(hreq)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	defer hresp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(hresp.Body, 4<<20))
 	if err != nil {
-		return nil, fmt.Errorf("%w: read %s answer: %v", ErrUnreachable, path, err)
+		return nil, fmt.Errorf("%w: read %s answer: %w", ErrUnreachable, path, err)
 	}
 	if hresp.StatusCode != http.StatusOK {
 		e := &Error{}

@@ -81,9 +81,10 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 		metrics.AllocationPhase.WithLabelValues("pools").Observe(time.Since(phase).Seconds())
 		if aerr != nil {
 			s.undo(ctx, owner, fresh)
-			if aerr.Code == api.CodePoolExhausted {
+			switch aerr.Code {
+			case api.CodePoolExhausted:
 				outcome = metrics.OutcomeExhausted
-			} else if aerr.Code == api.CodeNoPool {
+			case api.CodeNoPool:
 				outcome = metrics.OutcomeNoPool
 			}
 			log.Info("allocation failed", "error", aerr.Error())
