@@ -120,7 +120,9 @@ func Apply(r *Range, status *v2beta1.IPPoolStatus, ops []Op) ([]Result, bool) {
 			}
 		}
 	}
-	n, total := int64(len(recs)), r.Total+r.Reserved
+	// totalIPCount counts what the pool can hand out, reserved addresses excluded: the
+	// webhook's pool controller keeps the same figure, so the two never fight.
+	n, total := int64(len(recs)), r.Total
 	if status.AllocatedIPCount == nil || *status.AllocatedIPCount != n {
 		status.AllocatedIPCount, changed = &n, true
 	}
