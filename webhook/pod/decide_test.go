@@ -176,3 +176,18 @@ func TestHandlerNotReady(t *testing.T) {
 		t.Errorf("not-ready answer: allowed=%v result=%+v; want a 503 error", resp.Allowed, resp.Result)
 	}
 }
+
+// Decisions are memoized by annotation value; a value too long for the memo is
+// decided all the same.
+func TestLongAnnotation(t *testing.T) {
+	adm := pod.New(offlineViews())
+	names := make([]string, 0, 200)
+	for range 200 {
+		names = append(names, `"eth0-v4"`)
+	}
+	p := &pod.Pod{Namespace: "default", Name: "x", Annotations: map[string]string{annotations.IPPools: `[{"ipv4":[` + strings.Join(names, ",") + `]}]`}}
+	d := adm.Decide(context.Background(), p)
+	if !d.Denied() || !strings.Contains(d.Errs.ToAggregate().Error(), "Duplicate value") {
+		t.Errorf("a long annotation listing one pool 200 times: %v", d.Errs)
+	}
+}

@@ -22,9 +22,17 @@ type memoEntry[V any] struct {
 	errs field.ErrorList
 }
 
-const memoSize = 4096
+const (
+	memoSize = 4096
+	// memoKeyMax keeps large values out of the memo, so that it stays small (a few
+	// MiB at most) whatever pods are created; real annotations are far shorter.
+	memoKeyMax = 1024
+)
 
 func (c *memo[V]) get(key string, parse func() (V, field.ErrorList)) (V, field.ErrorList) {
+	if len(key) > memoKeyMax {
+		return parse()
+	}
 	c.mu.RLock()
 	e, ok := c.m[key]
 	c.mu.RUnlock()
