@@ -368,7 +368,11 @@ func ReleaseDirect(ctx context.Context, c client.Client, pool string, owner allo
 		if err := c.Get(ctx, client.ObjectKey{Name: pool}, obj); err != nil {
 			return err
 		}
-		rng, err := allocator.NewRange(obj, nil)
+		reserved, err := ReservedSet(ctx, c)
+		if err != nil {
+			return err
+		}
+		rng, err := allocator.NewRange(obj, reserved)
 		if err != nil {
 			return err
 		}
