@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/testenv"
@@ -165,4 +166,63 @@ func TestAllocationsFromTerminatingOrDisabledPoolAreRefused(t *testing.T) {
 	if len(getPool(t, "off").Status.AllocatedIPs) != 0 {
 		t.Error("a disabled pool handed out an address")
 	}
+}
+
+// Group commit: 100 requests arriving together on one node go out in a handful of
+// writes, not 100.
+func TestRequestsQueuedDuringAWriteShareTheNextWrite(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	createPool(t, "group", "10.22.0.0/16", "10.22.0.1-10.22.0.100")
+	cm := newCommitter(t, ctx)
+	before := writes(t, "group")
+	errs := make([]error, 100)
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Go(func() {
+			owner := allocator.Owner{Pod: fmt.Sprintf("ns/g%d", i), PodUID: fmt.Sprintf("g-%d", i), Interface: "eth0"}
+			res, err := cm.Do(ctx, "group", allocator.Op{Kind: allocator.Allocate, Owner: owner})
+			if err == nil {
+				err = res[0].Err
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("request %d: %v", i, err)
+		}
+	}
+	n := writes(t, "group") - before
+	if n < 1 || n > 10 {
+		t.Errorf("100 allocations took %v pool writes; want a few (group commit)", n)
+	}
+	if got := len(getPool(t, "group").Status.AllocatedIPs); got != 100 {
+		t.Errorf("pool holds %d addresses, want 100", got)
+	}
+}
+
+// writes reads nicpool_ipamd_pool_writes_total{pool, result="ok"}.
+func writes(t *testing.T, pool string) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "nicpool_ipamd_pool_writes_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["pool"] == pool && labels["result"] == "ok" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
