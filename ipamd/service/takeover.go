@@ -107,8 +107,10 @@ func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spi
 		}
 	}
 	// Whatever the predecessor still holds was not kept.
-	if _, err := s.releaseAll(ctx, allocator.Owner{PodUID: oldUID}, extra...); err != nil {
-		return nil, err
+	if oldUID != "" {
+		if _, err := s.releaseAll(ctx, allocator.Owner{PodUID: oldUID}, extra...); err != nil {
+			return nil, err
+		}
 	}
 	upd := ep.DeepCopy() // carries ep's UID and resourceVersion: the write's preconditions
 	kind, name := controllerOf(pod)
