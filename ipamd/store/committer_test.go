@@ -18,6 +18,7 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/allocator"
+	"github.com/nicpool/nicpool/ipamd/invariants"
 	"github.com/nicpool/nicpool/ipamd/store"
 )
 
@@ -146,6 +147,7 @@ func TestConcurrentCommittersFillPoolExactly(t *testing.T) {
 	if err != nil || *p.Status.AllocatedIPCount != n-2 {
 		t.Errorf("after two releases: %d records (%v)", len(p.Status.AllocatedIPs), err)
 	}
+	checkInvariants(t)
 }
 
 func TestAllocationsFromTerminatingOrDisabledPoolAreRefused(t *testing.T) {
@@ -166,6 +168,7 @@ func TestAllocationsFromTerminatingOrDisabledPoolAreRefused(t *testing.T) {
 	if len(getPool(t, "off").Status.AllocatedIPs) != 0 {
 		t.Error("a disabled pool handed out an address")
 	}
+	checkInvariants(t)
 }
 
 // Group commit: 100 requests arriving together on one node go out in a handful of
@@ -200,6 +203,15 @@ func TestRequestsQueuedDuringAWriteShareTheNextWrite(t *testing.T) {
 	}
 	if got := len(getPool(t, "group").Status.AllocatedIPs); got != 100 {
 		t.Errorf("pool holds %d addresses, want 100", got)
+	}
+	checkInvariants(t)
+}
+
+// checkInvariants ends every test: I1-I3 over what the API server stores.
+func checkInvariants(t *testing.T) {
+	t.Helper()
+	if err := invariants.Check(context.Background(), env.Client, invariants.Options{}); err != nil {
+		t.Errorf("invariants violated:\n%v", err)
 	}
 }
 
