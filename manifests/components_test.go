@@ -5,11 +5,14 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -52,6 +56,38 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// refusals records every request of a component that the API server refused with
+// 403 Forbidden: a component that works under its RBAC has none.
+type refusals struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (r *refusals) watch(cfg *rest.Config) *rest.Config {
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.StatusCode == http.StatusForbidden {
+				r.mu.Lock()
+				r.seen = append(r.seen, req.Method+" "+req.URL.Path)
+				r.mu.Unlock()
+			}
+			return resp, err
+		})
+	})
+	return cfg
+}
+
+func (r *refusals) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.seen)
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 func rbacOnly(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 	keep := []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
@@ -97,7 +133,17 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 	// and --leader-elect.
 	port := freePort(t)
 	keeper := certs.NewKeeper()
-	mgr, err := ctrl.NewManager(serviceAccount(e, "nicpool-webhook"), ctrl.Options{
+	webhookRefused, ipamdRefused := &refusals{}, &refusals{}
+	t.Cleanup(func() {
+		// After everything stopped (cleanups run last first: this one runs last).
+		if r := webhookRefused.list(); len(r) > 0 {
+			t.Errorf("the API server refused the webhook: %v", r)
+		}
+		if r := ipamdRefused.list(); len(r) > 0 {
+			t.Errorf("the API server refused ipamd: %v", r)
+		}
+	})
+	mgr, err := ctrl.NewManager(webhookRefused.watch(serviceAccount(e, "nicpool-webhook")), ctrl.Options{
 		Scheme:                        nicwebhook.NewScheme(),
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
@@ -117,6 +163,9 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 		DNSName: "nicpool-webhook.nicpool-system.svc", ExtraDNSNames: []string{"localhost"},
 		MutatingWebhooks: []string{configs.MutatingName}, ValidatingWebhooks: []string{configs.ValidatingName},
 		LeaderElection: true,
+		// Forced short validity, so that rotation (a Secret update under the
+		// webhook's RBAC) happens within the test.
+		CertValidity: 30 * time.Second, Lookahead: 24 * time.Second, CheckInterval: time.Second,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +207,7 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 
 	// ipamd, as its DaemonSet runs it: Start returns once its caches synced.
 	sock := filepath.Join(t.TempDir(), "ipamd.sock")
-	d, err := daemon.New(serviceAccount(e, "nicpool-ipamd"), daemon.Options{NodeName: node, SocketPath: sock, Scheme: e.Scheme, Log: logr.Discard()})
+	d, err := daemon.New(ipamdRefused.watch(serviceAccount(e, "nicpool-ipamd")), daemon.Options{NodeName: node, SocketPath: sock, Scheme: e.Scheme, Log: logr.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,6 +310,27 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: podName}, ep); err != nil {
 		t.Fatalf("ipamd wrote no SpiderEndpoint: %v", err)
 	}
+
+	// Pods keep being admitted while the serving certificate rotates: none is denied.
+	first := keeper.Current()
+	admitted := 0
+	eventually(t, "a rotated serving certificate", func(ctx context.Context) (bool, error) {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "rotation-", Annotations: map[string]string{
+				annotations.IPPool: `{"ipv4":["` + poolName + `"]}`,
+			}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "pause"}}},
+		}
+		if err := e.Client.Create(ctx, p); err != nil {
+			return false, fmt.Errorf("pod denied during rotation: %w", err)
+		}
+		admitted++
+		if err := e.Client.Delete(ctx, p, client.GracePeriodSeconds(0)); err != nil {
+			return false, err
+		}
+		return !keeper.Current().Equal(first), nil
+	})
+	t.Logf("%d pods admitted while the certificate rotated", admitted)
 
 	// The pod goes away without a CNI DEL: the webhook's garbage collector releases
 	// its address and deletes its endpoint.
