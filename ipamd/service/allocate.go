@@ -71,6 +71,8 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 	unlock := s.locks.Lock(pod.Namespace + "/" + pod.Name)
 	defer unlock()
 	owner := allocator.Owner{Pod: pod.Namespace + "/" + pod.Name, PodUID: string(pod.UID), Interface: req.Interface}
+	// taken is what this request allocated, over every round: a failure gives it back.
+	var taken []held
 	for range maxDecisions {
 		ep, tookOver, err := s.adopt(ctx, pod, req.Network, pools)
 		if err != nil {
@@ -78,9 +80,10 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 		}
 		phase := time.Now()
 		got, fresh, aerr := s.take(ctx, pod, ns, owner, choice, req.Network)
+		taken = append(taken, fresh...)
 		metrics.AllocationPhase.WithLabelValues("pools").Observe(time.Since(phase).Seconds())
 		if aerr != nil {
-			s.undo(ctx, owner, fresh)
+			s.undo(ctx, owner, taken)
 			switch aerr.Code {
 			case api.CodePoolExhausted:
 				outcome = metrics.OutcomeExhausted
@@ -99,23 +102,24 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 			continue // pool records are ours by owner: the next round finds and keeps them
 		}
 		if err != nil {
-			s.undo(ctx, owner, fresh)
+			s.undo(ctx, owner, taken)
 			s.event(pod, "AllocationFailed", fmt.Sprintf("interface %s: record SpiderEndpoint: %v", req.Interface, err))
 			return nil, cniError(api.CodeTryAgainLater, "record the allocation in SpiderEndpoint "+pod.Namespace+"/"+pod.Name, err)
 		}
 		switch {
 		case tookOver:
 			outcome = metrics.OutcomeTakenOver
-		case len(fresh) == 0:
+		case len(taken) == 0:
 			outcome = metrics.OutcomeExisting
 		default:
 			outcome = metrics.OutcomeAllocated
 		}
 		for _, h := range got {
-			log.V(1).Info("allocated", "pool", h.pool.Name, "address", h.addr.String(), "outcome", outcome)
+			log.Info("allocated", "pool", h.pool.Name, "address", h.addr.String(), "outcome", outcome)
 		}
 		return s.response(pod, req.Interface, choice, got), nil
 	}
+	s.undo(ctx, owner, taken)
 	return nil, cniError(api.CodeTryAgainLater, fmt.Sprintf("SpiderEndpoint %s/%s kept changing during %d attempts", pod.Namespace, pod.Name, maxDecisions), nil)
 }
 
