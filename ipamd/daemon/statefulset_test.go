@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
@@ -154,7 +156,10 @@ func TestStatefulSetEndpointDeletedAndRecreatedMeanwhile(t *testing.T) {
 	if err := env.Client.Create(ctx, ep2); err != nil {
 		t.Fatal(err)
 	}
-	got := addAll(t, d.Service, fresh, "eth0")
+	// The node's cache still holds the deleted endpoint, whose UID the pod's stamp
+	// names: the very copy spiderpool used as an update precondition.
+	stale := service.New("stsr-node", staleEndpoint{Reader: d.Cache, ep: ep1}, env.Client, env.Client, d.Service.Pools, nil, logr.Discard())
+	got := addAll(t, stale, fresh, "eth0")
 	ep3 := getEndpoint(t, "stsr", "db-0")
 	if ep3 == nil || ep3.Status.Current.UID != string(fresh.UID) || len(ep3.Status.Current.IPs) != 1 {
 		t.Fatalf("endpoint after ADD: %+v", ep3)
@@ -191,4 +196,18 @@ func TestLeftoverEndpointWithoutStampIsReleased(t *testing.T) {
 		t.Errorf("pool records of pod UIDs %v, want only %s", uids, fresh.UID)
 	}
 	checkInvariants(t, true)
+}
+
+// staleEndpoint is a cache that lags: it still returns ep for ep's key.
+type staleEndpoint struct {
+	client.Reader
+	ep *v2beta1.SpiderEndpoint
+}
+
+func (r staleEndpoint) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if e, ok := obj.(*v2beta1.SpiderEndpoint); ok && key == client.ObjectKeyFromObject(r.ep) {
+		r.ep.DeepCopyInto(e)
+		return nil
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
 }
