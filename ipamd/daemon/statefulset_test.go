@@ -211,3 +211,31 @@ func (r staleEndpoint) Get(ctx context.Context, key client.ObjectKey, obj client
 	}
 	return r.Reader.Get(ctx, key, obj, opts...)
 }
+
+// A recreated StatefulSet pod that lost an interface (its network was removed from
+// the template) keeps eth0's address; the removed interface's address is released.
+func TestStatefulSetRemovedInterfaceIsReleased(t *testing.T) {
+	createNamespace(t, "stsd")
+	createPool(t, "stsd-eth0", "10.76.0.0/16", []string{"10.76.0.1-10.76.0.20"})
+	createPool(t, "stsd-net1", "10.77.0.0/16", []string{"10.77.0.1-10.77.0.20"})
+	d, _ := startDaemon(t, "stsd-node")
+	sts := createStatefulSet(t, "stsd", "db", 1)
+	old := createPod(t, "stsd", "db-0", "stsd-node", ownedBy(sts), withAnnotations(annotations.MultusNetworks, "macvlan",
+		annotations.IPPools, `[{"interface":"eth0","ipv4":["stsd-eth0"]},{"interface":"net1","ipv4":["stsd-net1"]}]`))
+	before := addAll(t, d.Service, old, "eth0", "net1")
+	ep := getEndpoint(t, "stsd", "db-0")
+	deletePod(t, old)
+	fresh := createPod(t, "stsd", "db-0", "stsd-node", ownedBy(sts), withAnnotations(
+		annotations.IPPools, `[{"interface":"eth0","ipv4":["stsd-eth0"]}]`, annotations.EndpointUID, string(ep.UID)))
+	after := addAll(t, d.Service, fresh, "eth0")
+	if after["eth0"] != before["eth0"] {
+		t.Errorf("eth0 changed from %s to %s", before["eth0"], after["eth0"])
+	}
+	if n := len(getPool(t, "stsd-net1").Status.AllocatedIPs); n != 0 {
+		t.Errorf("the removed interface's pool still holds %d addresses", n)
+	}
+	if ep2 := getEndpoint(t, "stsd", "db-0"); len(ep2.Status.Current.IPs) != 1 || ep2.Status.Current.IPs[0].Interface != "eth0" {
+		t.Errorf("endpoint after takeover: %+v", ep2.Status.Current)
+	}
+	checkInvariants(t, true)
+}
