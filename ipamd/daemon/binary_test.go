@@ -80,7 +80,6 @@ func TestBinaryKilledMidAllocationAndRestarted(t *testing.T) {
 	<-killed
 	_ = first.Wait()
 	t.Logf("%d of %d ADDs answered before the kill; the pool then held %d addresses", answered.Load(), n, len(getPool(t, "bin").Status.AllocatedIPs))
-	checkInvariants(t, false)
 
 	start()
 	parallel(n, func(i int) {

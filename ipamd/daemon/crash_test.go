@@ -115,7 +115,9 @@ func TestKilledMidAllocationRepairedByNextAddAndDel(t *testing.T) {
 		_, _ = victim.Service.Allocate(rctx, addReq(pods[i], "eth0", "c"))
 	})
 	kill()
-	checkInvariants(t, false)
+	// What the kill left may include an endpoint entry whose address the pool no
+	// longer records for it (an ADD undone after its endpoint write was cut): the
+	// next ADD or DEL repairs it, and the checks below run after them.
 	d, _ := startDaemon(t, "kill-node")
 	seen := map[string]bool{}
 	parallel(n, func(i int) {
