@@ -222,10 +222,10 @@ func TestSocketServesTheAPI(t *testing.T) {
 	if err != nil || len(ck.IPs) != 1 || ck.IPs[0].Address != r.IPs[0].Address {
 		t.Errorf("CHECK: %+v %v", ck, err)
 	}
-	st, err := c.Status(ctx, &api.StatusRequest{Network: api.NetworkConfig{Name: "net-eth0", DefaultIPv4Pools: []string{"sock"}}})
-	if err != nil || !st.Ready || len(st.Pools) != 1 || st.Pools[0].Allocated != 1 || st.Pools[0].Total != 20 {
-		t.Errorf("STATUS: %+v %v", st, err)
-	}
+	waitFor(t, func() bool { // STATUS reads the cache, which follows the write shortly
+		st, err := c.Status(ctx, &api.StatusRequest{Network: api.NetworkConfig{Name: "net-eth0", DefaultIPv4Pools: []string{"sock"}}})
+		return err == nil && st.Ready && len(st.Pools) == 1 && st.Pools[0].Allocated == 1 && st.Pools[0].Total == 20
+	})
 	rel, err := c.Release(ctx, delReq(pod, "eth0", "c"))
 	if err != nil || len(rel.Released) != 1 {
 		t.Errorf("DEL: %+v %v", rel, err)
