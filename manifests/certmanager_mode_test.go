@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -117,7 +118,9 @@ func TestWebhookWorksUnderCertManagerRBAC(t *testing.T) {
 		LeaderElectionID:              "nicpool-webhook",
 		LeaderElectionNamespace:       namespace,
 		LeaderElectionReleaseOnCancel: true,
-		WebhookServer:                 webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir}),
+		// Two tests of this package each run a webhook in this one process.
+		Controller:    ctrlconfig.Controller{SkipNameValidation: &skipNameValidation},
+		WebhookServer: webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir}),
 	})
 	if err != nil {
 		t.Fatal(err)

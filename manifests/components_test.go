@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -56,6 +57,8 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+var skipNameValidation = true
 
 // refusals records every request of a component that the API server refused with
 // 403 Forbidden: a component that works under its RBAC has none.
@@ -151,6 +154,8 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 		LeaderElectionID:              "nicpool-webhook",
 		LeaderElectionNamespace:       namespace,
 		LeaderElectionReleaseOnCancel: true,
+		// Two tests of this package each run a webhook in this one process.
+		Controller: ctrlconfig.Controller{SkipNameValidation: &skipNameValidation},
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: "127.0.0.1", Port: port, CertDir: t.TempDir(), TLSOpts: []func(*tls.Config){keeper.TLSOption},
 		}),
