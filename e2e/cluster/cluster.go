@@ -64,6 +64,9 @@ type Cluster struct {
 // Start brings up etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
 // On error everything already started is stopped again.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	if err := SweepProcesses(); err != nil {
+		return nil, err
+	}
 	c = &Cluster{Dir: opts.Dir}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "nicpool-cluster-"); err != nil {
@@ -109,6 +112,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return c, err
 	}
 	if err := c.startScheduler(); err != nil {
+		return c, err
+	}
+	if err := recordChildren(); err != nil {
 		return c, err
 	}
 	return c, c.waitControllers(ctx)
@@ -226,6 +232,7 @@ func (c *Cluster) Stop() error {
 	c.processes = nil
 	if c.Env != nil {
 		errs = append(errs, c.Env.Stop())
+		forgetChildren()
 	}
 	if c.ownDir {
 		errs = append(errs, os.RemoveAll(c.Dir))

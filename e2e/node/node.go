@@ -78,6 +78,9 @@ type sandbox struct {
 	containerID string
 	namespace   string
 	path        string
+	// ready is set once CNI ADD succeeded; a sandbox that is not ready is one whose
+	// failed ADD could not be undone yet (CNI DEL failed too).
+	ready bool
 }
 
 // Start registers the Node and starts serving the pods bound to it until Stop; ctx

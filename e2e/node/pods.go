@@ -38,8 +38,9 @@ func (n *Node) sync(ctx context.Context, key string) error {
 		// Deleted without us (force delete): the runtime still tears the sandbox down.
 		return n.teardown(ctx, key, sb)
 	}
-	if sb != nil && sb.uid != string(pod.UID) {
-		// A new pod with the same name (StatefulSet): the old sandbox goes first.
+	if sb != nil && (sb.uid != string(pod.UID) || !sb.ready) {
+		// A new pod with the same name (StatefulSet), or the remains of a failed ADD:
+		// the old sandbox goes first.
 		if err := n.teardown(ctx, key, sb); err != nil {
 			return err
 		}
@@ -112,6 +113,7 @@ func (n *Node) setup(ctx context.Context, key string, pod *corev1.Pod) ([]netip.
 		}
 		return nil, err
 	}
+	sb.ready = true
 	n.setSandbox(key, sb)
 	result, err := types100.NewResultFromResult(res)
 	if err != nil {

@@ -20,6 +20,9 @@ func TestEndToEnd(t *testing.T) {
 	RegisterFailHandler(Fail)
 	SetDefaultEventuallyTimeout(2 * time.Minute)
 	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
+	// Specs pass their context to Eventually; without this it would wait for the
+	// context alone, i.e. forever.
+	EnforceDefaultTimeoutsWhenUsingContexts()
 	RunSpecs(t, "nicpool end to end")
 }
 
