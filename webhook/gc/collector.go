@@ -57,8 +57,11 @@ const liveListThreshold = 5
 
 func (o Options) withDefaults() Options {
 	o.Interval = cmp.Or(o.Interval, DefaultInterval)
-	o.MinAge = max(cmp.Or(o.MinAge, DefaultMinAge), 0)
-	o.TerminatingGrace = max(cmp.Or(o.TerminatingGrace, DefaultTerminatingGrace), 0)
+	// Negative values stay negative: they mean "none" and must survive a second
+	// defaulting (SetupWithManager and NewCollector both default); users of the two
+	// fields clamp them at zero.
+	o.MinAge = cmp.Or(o.MinAge, DefaultMinAge)
+	o.TerminatingGrace = cmp.Or(o.TerminatingGrace, DefaultTerminatingGrace)
 	o.Debounce = cmp.Or(o.Debounce, DefaultDebounce)
 	return o
 }
@@ -117,7 +120,7 @@ func (c *Collector) Pass(ctx context.Context) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
-	policy := Policy{TerminatingGrace: c.opts.TerminatingGrace, KeepTerminating: c.opts.KeepTerminating}
+	policy := Policy{TerminatingGrace: max(c.opts.TerminatingGrace, 0), KeepTerminating: c.opts.KeepTerminating}
 	plan := Decide(snap, policy)
 	recheck := plan.Recheck
 	plan, pending, ripeAt := c.ripen(plan, snap.Now)
@@ -160,7 +163,7 @@ func (c *Collector) ripen(plan Plan, now time.Time) (Plan, int, time.Time) {
 			keys = append(keys, e.key())
 		}
 	}
-	ripe, next := c.clock.ripe(keys, now, c.opts.MinAge)
+	ripe, next := c.clock.ripe(keys, now, max(c.opts.MinAge, 0))
 	out := Plan{Recheck: plan.Recheck}
 	for _, r := range plan.Releases {
 		if !r.Reason.restsOnAbsence() || ripe[r.key()] {
