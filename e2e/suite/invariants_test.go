@@ -13,16 +13,17 @@ import (
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/local"
+	"github.com/nicpool/nicpool/ipamd/invariants"
 )
 
-// checkInvariants waits for the cluster to settle and then asserts design.md's
-// invariants as a user can observe them through the API: I1 (every record names an
-// interface), I2 (one address per family per pod interface), I3 (no address twice),
-// I4 (every allocation belongs to a live pod or a StatefulSet ordinal that returns,
-// and every running pod's reported address is allocated to it).
+// checkInvariants waits for the cluster to settle (GC converged) and then asserts
+// design.md's invariants with ipamd's checker (I1–I4 over pools, endpoints and pods),
+// plus what a user sees on the pods: every address Multus reported on a running pod
+// is allocated to that pod and interface, and no record is left for a pod that is gone.
 func checkInvariants(ctx context.Context) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
+		g.Expect(invariants.Check(ctx, stack.Client, invariants.Options{Converged: true})).To(Succeed())
 		g.Expect(invariantViolations(ctx)).To(BeEmpty())
 	}).WithContext(ctx).Should(Succeed())
 }
