@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +28,8 @@ import (
 // server. It reports wall time, allocations per second, API writes per allocation and
 // 409 conflicts (from kube-apiserver's apiserver_request_total), p50/p99 per ADD, and
 // ends with the invariant check. Pods are created before the clock starts.
+var limitRuns atomic.Int32
+
 func BenchmarkLimit1000(b *testing.B) {
 	const pods = 1000
 	nodes := 10
@@ -34,7 +37,9 @@ func BenchmarkLimit1000(b *testing.B) {
 		nodes = v // for comparisons only; the limit test is 10 nodes
 	}
 	ctx := context.Background()
-	for iter := 0; iter < b.N; iter++ {
+	for range b.N {
+		// Unique names across -count runs, which share the package's control plane.
+		iter := int(limitRuns.Add(1) - 1)
 		b.StopTimer()
 		ns, pool := fmt.Sprintf("limit-%d", iter), fmt.Sprintf("limit-%d", iter)
 		createNamespace(b, ns)
