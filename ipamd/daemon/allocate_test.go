@@ -17,11 +17,13 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/daemon"
+	"github.com/nicpool/nicpool/webhook/gc"
 )
 
 // Five nodes allocate for 500 pods at once from one pool of exactly 500 addresses:
-// every pod gets one address, none twice, and the pool's counts match; after every
-// pod's DEL the pool is empty and no endpoint is left.
+// every pod gets one address, none twice, and the pool's counts match. Then half the
+// pods are deleted with a CNI DEL and half without (a node gone, a force delete): once
+// the garbage collector has run, the pool is empty and no endpoint is left.
 func TestFiveNodesFillPoolOfExactly500(t *testing.T) {
 	const nodes, pods = 5, 500
 	ctx := context.Background()
@@ -74,10 +76,23 @@ func TestFiveNodesFillPoolOfExactly500(t *testing.T) {
 	deletePod(t, extra)
 	parallel(pods, func(i int) {
 		deletePod(t, ps[i])
+		if i%2 == 1 {
+			return // no DEL: left to the garbage collector
+		}
 		if _, err := ds[i%nodes].Service.Release(ctx, delReq(ps[i], "eth0", fmt.Sprintf("c-%d", i))); err != nil {
 			t.Errorf("DEL pod %d: %v", i, err)
 		}
 	})
+	if p := getPool(t, "fill-500"); len(p.Status.AllocatedIPs) != pods/2 {
+		t.Errorf("after DEL of half the pods: %d records, want %d", len(p.Status.AllocatedIPs), pods/2)
+	}
+	res, err := gc.RunOnce(ctx, env.Client, env.Client)
+	if err != nil {
+		t.Fatalf("garbage collection: %v", err)
+	}
+	if len(res.Released) != pods/2 {
+		t.Errorf("garbage collector released %d addresses, want %d", len(res.Released), pods/2)
+	}
 	p = getPool(t, "fill-500")
 	var eps v2beta1.SpiderEndpointList
 	if err := env.Client.List(ctx, &eps); err != nil {
@@ -90,7 +105,7 @@ func TestFiveNodesFillPoolOfExactly500(t *testing.T) {
 		}
 	}
 	if len(p.Status.AllocatedIPs) != 0 || *p.Status.AllocatedIPCount != 0 || left != 0 {
-		t.Errorf("after DEL of every pod: %d records, count %d, %d endpoints left", len(p.Status.AllocatedIPs), *p.Status.AllocatedIPCount, left)
+		t.Errorf("after DEL and garbage collection: %d records, count %d, %d endpoints left", len(p.Status.AllocatedIPs), *p.Status.AllocatedIPCount, left)
 	}
 	checkInvariants(t, true)
 }
