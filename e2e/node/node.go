@@ -288,6 +288,22 @@ func (n *Node) Sandbox(namespace, name string) (string, bool) {
 	return sb.path, true
 }
 
+// Forget drops a pod's sandbox without CNI DEL, as a node that rebooted has lost its
+// runtime's state: nothing on the node will release the pod's addresses any more, only
+// the cluster's garbage collector can. It reports whether there was a sandbox.
+func (n *Node) Forget(namespace, name string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	key := namespace + "/" + name
+	sb, ok := n.sandboxes[key]
+	if !ok {
+		return false
+	}
+	_ = fabric.DeleteNamespace(sb.namespace)
+	delete(n.sandboxes, key)
+	return true
+}
+
 func (n *Node) sandbox(key string) *sandbox {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -59,8 +59,8 @@ func (n *Node) sync(ctx context.Context, key string) error {
 	}
 	ips, err := n.setup(ctx, key, pod)
 	if err != nil {
-		n.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox",
-			"Failed to create pod sandbox: plugin type=\"multus\" name=\"multus-cni-network\" failed (add): %v", err)
+		// libcni's error already names the plugin and the verb, as the kubelet's does.
+		n.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 		return err
 	}
 	if err := n.reportRunning(ctx, pod, ips); err != nil {
