@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -26,13 +27,22 @@ func TestEndToEnd(t *testing.T) {
 	RunSpecs(t, "nicpool end to end")
 }
 
+// failed is set when a spec fails, so the logs of the run are kept for reading.
+var failed bool
+
 var _ = BeforeSuite(func(ctx SpecContext) {
-	var err error
-	stack, err = local.Up(ctx, local.Options{Nodes: 3, Out: GinkgoWriter})
+	dir, err := os.MkdirTemp("", "nicpool-e2e-")
+	Expect(err).NotTo(HaveOccurred())
+	stack, err = local.Up(ctx, local.Options{Dir: dir, Nodes: 3, Out: GinkgoWriter})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
 		Expect(stack.Down()).To(Succeed())
 		Expect(fabric.Leftovers()).To(BeEmpty(), "network namespaces left behind")
+		if failed {
+			GinkgoWriter.Printf("kept the logs of the failed run in %s\n", dir)
+			return
+		}
+		Expect(os.RemoveAll(dir)).To(Succeed())
 	})
 	examples := testenv.RepoRoot() + "/examples/"
 	_, err = stack.Apply(ctx, examples+local.ExamplePools, examples+local.ExampleNetworks)
@@ -41,6 +51,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 }, NodeTimeout(10*time.Minute))
 
 var _ = ReportAfterEach(func(r SpecReport) {
+	if r.Failed() {
+		failed = true
+	}
 	if r.Failed() && stack != nil {
 		// What a user would look at first: where each pod is and what it got.
 		rows, err := stack.PodInterfaces(context.Background(), "")

@@ -205,6 +205,14 @@ var _ = Describe("StatefulSet with unnamed multi-NIC pool entries", func() {
 			Expect(strings.Join(podEvents(ctx, p, "FailedCreatePodSandBox"), "\n")).NotTo(ContainSubstring("recondition"))
 			Expect(nicAddresses(p)).To(HaveKey("net1"))
 		}
+
+		By("deleting a pod and its SpiderEndpoint at the same moment")
+		old := getPod(ctx, ns, "app-0")
+		Expect(stack.Client.Delete(ctx, old)).To(Succeed())
+		Expect(client.IgnoreNotFound(stack.Client.Delete(ctx, &v2beta1.SpiderEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-0"}}))).To(Succeed())
+		p := runningPod(ctx, ns, "app-0", old.UID)
+		Expect(strings.Join(podEvents(ctx, p, "FailedCreatePodSandBox"), "\n")).NotTo(ContainSubstring("recondition"))
+		Expect(nicAddresses(p)).To(HaveKey("net1"))
 		checkInvariants(ctx)
 	})
 })
