@@ -1,0 +1,252 @@
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/ipamd/api"
+)
+
+// goalMiB is the design's bound on each binary's resident memory.
+const goalMiB = 64
+
+var (
+	env    *testenv.Env
+	binDir string
+)
+
+// TestMain starts the package's one control plane and a directory for the binaries.
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	if binDir, err = os.MkdirTemp("", "nicpool-memory-bin-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(binDir)
+	if env, err = testenv.Start(testenv.Options{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop control plane:", err)
+		}
+	}()
+	return m.Run()
+}
+
+// writer is a client without client-side rate limiting, to fill the API server fast.
+func writer(tb testing.TB) client.Client {
+	tb.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// The harness on a small cluster: both real binaries start against the API server,
+// become ready, and answer as their users see them: ipamd gives a new pod of its node
+// a free address over the socket (and the pool records it), the webhook resolves a
+// pod's pool annotation over TLS. Their resident memory is readable.
+func TestBinariesStartAndAnswer(t *testing.T) {
+	f := fixture{Name: "small", Pools: 1, PerPool: 40, Free: 10, Nodes: 2, Octet: 60}
+	c := writer(t)
+	populate(t, c, f)
+	bins := buildBinaries(t)
+	d := startIpamd(t, bins.ipamd, env.Kubeconfig, f.node(0))
+	w := startWebhook(t, bins.webhook, env.Kubeconfig)
+
+	if status := d.waitReady(t, f); !status.Ready {
+		t.Errorf("ipamd STATUS with %d free addresses: not ready: %s", f.Free, status.Message)
+	}
+	if released := w.waitReady(t); released != 0 {
+		t.Errorf("the webhook's garbage collector released %v addresses of live pods", released)
+	}
+
+	// ipamd: CNI ADD for a new pod on its node.
+	ctx := context.Background()
+	pod := f.podObject(0, f.PerPool)
+	pod.Spec.NodeName = d.node
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	sock := api.NewClient(d.socket, 30*time.Second)
+	var got *api.AllocateResponse
+	d.waitFor(t, "to allocate for a new pod of its node", readyTimeout, func(ctx context.Context) error {
+		r, err := sock.Allocate(ctx, &api.AllocateRequest{
+			Attachment: api.Attachment{ContainerID: "harness", Interface: "eth0"},
+			Pod:        api.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID)},
+			Network:    api.NetworkConfig{Name: "macvlan"},
+		})
+		got = r
+		return err
+	})
+	if len(got.IPs) != 1 || got.IPs[0].Pool != f.pool(0) {
+		t.Fatalf("ADD answered %+v, want one address from %s", got, f.pool(0))
+	}
+	addr := netip.MustParsePrefix(got.IPs[0].Address).Addr()
+	if addr.Less(f.address(0, f.PerPool)) || f.address(0, f.PerPool+f.Free-1).Less(addr) {
+		t.Errorf("ADD gave %s, want one of the %d free addresses from %s", addr, f.Free, f.address(0, f.PerPool))
+	}
+	pool := &v2beta1.SpiderIPPool{}
+	if err := c.Get(ctx, client.ObjectKey{Name: f.pool(0)}, pool); err != nil {
+		t.Fatal(err)
+	}
+	if rec := pool.Status.AllocatedIPs[addr.String()]; rec.PodUID != string(pod.UID) || rec.Interface != "eth0" {
+		t.Errorf("pool %s records %s as %+v, want pod %s eth0", f.pool(0), addr, rec, pod.UID)
+	}
+
+	// Webhook: a pod naming its pool for eth0 gets the resolved per-interface form.
+	admitted := f.podObject(0, f.PerPool+1)
+	delete(admitted.Annotations, annotations.IPPools)
+	resp := w.admitPod(t, admitted)
+	if !resp.Allowed {
+		t.Fatalf("webhook refused the pod: %+v", resp.Result)
+	}
+	want := fmt.Sprintf(`[{"interface":"eth0","ipv4":[%q]}]`, f.pool(0))
+	if v, err := patchedAnnotation(resp.Patch, annotations.IPPools); err != nil || v != want {
+		t.Errorf("webhook set %s to %q (%v), want %q; patch %s", annotations.IPPools, v, err, want, resp.Patch)
+	}
+
+	for _, p := range []*process{d.process, w.process} {
+		if m, err := p.memory(); err != nil || m.rss == 0 || m.hwm < m.rss {
+			t.Errorf("%s memory %+v: %v", p.name, m, err)
+		}
+	}
+}
+
+// patchedAnnotation is the value a JSON patch gives annotation key, whether it adds
+// the key alone or the whole annotations map.
+func patchedAnnotation(patch []byte, key string) (string, error) {
+	var ops []struct {
+		Op    string          `json:"op"`
+		Path  string          `json:"path"`
+		Value json.RawMessage `json:"value"`
+	}
+	if err := json.Unmarshal(patch, &ops); err != nil {
+		return "", err
+	}
+	escaped := "/metadata/annotations/" + jsonPointerEscape(key)
+	for _, op := range ops {
+		switch op.Path {
+		case escaped:
+			var v string
+			err := json.Unmarshal(op.Value, &v)
+			return v, err
+		case "/metadata/annotations":
+			var m map[string]string
+			if err := json.Unmarshal(op.Value, &m); err != nil {
+				return "", err
+			}
+			if v, ok := m[key]; ok {
+				return v, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("patch does not set annotation %s", key)
+}
+
+func jsonPointerEscape(s string) string {
+	out := make([]rune, 0, len(s))
+	for _, r := range s {
+		switch r {
+		case '~':
+			out = append(out, '~', '0')
+		case '/':
+			out = append(out, '~', '1')
+		default:
+			out = append(out, r)
+		}
+	}
+	return string(out)
+}
+
+// BenchmarkResidentMemory measures the design goal "ipamd and webhook resident memory
+// under 64 MiB with 10 pools of 1000 allocated addresses" on the real binaries.
+//
+// The cluster: 10 pools of exactly 1000 addresses, all allocated; 10,000 pods with
+// one interface each, each holding one address, with their 10,000 SpiderEndpoints;
+// the pods spread over 10 nodes, 1000 per node, every pool spanning every node.
+// ipamd runs as one of those nodes, so it caches every pool, every endpoint (its
+// cache of endpoints is cluster-wide) and its node's 1000 pods. The webhook caches
+// every pool, endpoint, namespace and pod of the cluster. 1000 pods per node is far
+// above the kubelet's default of 110, so the ipamd figure is an upper bound for a
+// real node; the webhook's pod cache grows with the cluster's pod count, whatever
+// the split.
+//
+// Each binary is started, waited for until ready with its caches synced (ipamd:
+// /readyz and CNI STATUS listing every pool with 1000 allocated; webhook: /readyz
+// and its garbage collector's first full pass over every pod), then left until its
+// resident set stops moving, and read from /proc/<pid>/status: VmRSS now and VmHWM,
+// the peak (the initial lists decoded at once), which is what a container memory
+// limit must leave room for. The Go heap in use comes from each binary's /metrics.
+func BenchmarkResidentMemory(b *testing.B) {
+	f := fixture{Name: "bench", Pools: 10, PerPool: 1000, Nodes: 10, Octet: 100}
+	began := time.Now()
+	populate(b, writer(b), f)
+	b.Logf("cluster: %d pools of %d allocated addresses, %d pods on %d nodes, %d endpoints, written in %s",
+		f.Pools, f.PerPool, f.pods(), f.Nodes, f.pods(), time.Since(began).Round(time.Second))
+	bins := buildBinaries(b)
+	for b.Loop() {
+		measure(b, bins, f)
+	}
+}
+
+func measure(b *testing.B, bins binaries, f fixture) {
+	began := time.Now()
+	d := startIpamd(b, bins.ipamd, env.Kubeconfig, f.node(0))
+	w := startWebhook(b, bins.webhook, env.Kubeconfig)
+	d.waitReady(b, f)
+	b.Logf("nicpool-ipamd ready with every pool cached after %s", time.Since(began).Round(100*time.Millisecond))
+	if released := w.waitReady(b); released != 0 {
+		b.Errorf("the webhook's garbage collector released %v addresses of live pods: the fixture is inconsistent", released)
+	}
+	b.Logf("nicpool-webhook ready, first garbage collection pass done, after %s", time.Since(began).Round(100*time.Millisecond))
+	w.admitPod(b, f.podObject(0, 0)) // it serves admission with these caches
+
+	for _, s := range []struct {
+		name string
+		p    *process
+		url  string
+	}{
+		{"ipamd", d.process, "http://" + d.metricsAddr + "/metrics"},
+		{"webhook", w.process, "http://" + w.metricsAddr + "/metrics"},
+	} {
+		m, settled := s.p.settle(b, time.Minute)
+		heap, herr := metric(context.Background(), s.url, "go_memstats_heap_inuse_bytes")
+		note := ""
+		if !settled {
+			note = " (still moving after a minute)"
+		}
+		heapText := fmt.Sprintf("Go heap in use %.1f MiB", heap/(1<<20))
+		if herr != nil {
+			heapText = "Go heap not served: " + herr.Error()
+		} else {
+			b.ReportMetric(heap/(1<<20), s.name+"-heap-MiB")
+		}
+		b.Logf("%s: VmRSS %.1f MiB%s, VmHWM %.1f MiB, %s; goal: under %d MiB",
+			s.p.name, mib(m.rss), note, mib(m.hwm), heapText, goalMiB)
+		b.ReportMetric(mib(m.rss), s.name+"-rss-MiB")
+		b.ReportMetric(mib(m.hwm), s.name+"-hwm-MiB")
+	}
+	d.Stop(b)
+	w.Stop(b)
+}
