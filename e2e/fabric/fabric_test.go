@@ -1,0 +1,107 @@
+package fabric
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+)
+
+func TestNodesOnOneNetworkReachEachOther(t *testing.T) {
+	f, err := New("eth0", "eth1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.Close(); err != nil {
+			t.Error(err)
+		}
+		if left := Leftovers(); len(left) > 0 {
+			t.Errorf("namespaces left after Close: %v", left)
+		}
+	})
+	a, err := f.AddNode("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.AddNode("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Addresses inside the test's own node namespaces only.
+	for i, n := range []*Node{a, b} {
+		if err := ip("-n", n.Namespace, "addr", "add", fmt.Sprintf("192.168.77.%d/24", i+1), "dev", "eth1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var l net.Listener
+	if err := inNamespace(a, func() error {
+		var err error
+		l, err = net.Listen("tcp", "192.168.77.1:0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			fmt.Fprintln(c, "hello from a")
+			c.Close()
+		}
+	}()
+	var got string
+	if err := inNamespace(b, func() error {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		got, err = bufio.NewReader(c).ReadString('\n')
+		return err
+	}); err != nil {
+		t.Fatalf("node b cannot reach node a over eth1: %v", err)
+	}
+	if got != "hello from a\n" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestSweepRemovesOnlyNamespacesOfExitedRuns(t *testing.T) {
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := fmt.Sprintf("%s%d-node-x", NamespacePrefix, gone.Process.Pid)
+	mine := namespaceName("node-y")
+	for _, name := range []string{stale, mine} {
+		if err := ip("netns", "add", name); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = DeleteNamespace(name) })
+	}
+	if err := Sweep(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(namespaceDir, stale)); !os.IsNotExist(err) {
+		t.Errorf("namespace %s of an exited run survived Sweep", stale)
+	}
+	if !slices.Contains(Leftovers(), mine) {
+		t.Errorf("Sweep removed %s of this live run", mine)
+	}
+}
+
+func inNamespace(n *Node, fn func() error) error {
+	netns, err := ns.GetNS(n.Path)
+	if err != nil {
+		return err
+	}
+	defer netns.Close()
+	return netns.Do(func(ns.NetNS) error { return fn() })
+}
