@@ -193,7 +193,7 @@ func (n *Node) register(ctx context.Context) error {
 			{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, LastHeartbeatTime: now, LastTransitionTime: now},
 			{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, LastHeartbeatTime: now, LastTransitionTime: now},
 		},
-		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: n.cfg.Name}},
+		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: hostIP}, {Type: corev1.NodeHostName, Address: n.cfg.Name}},
 		NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: "nicpool-e2e", OperatingSystem: "linux", Architecture: "amd64", ContainerRuntimeVersion: "nicpool-e2e://0"},
 	}
 	updated, err := nodes.UpdateStatus(ctx, created, metav1.UpdateOptions{})

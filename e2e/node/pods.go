@@ -22,6 +22,9 @@ import (
 // cniTimeout bounds one CNI ADD or DEL through Multus.
 const cniTimeout = 2 * time.Minute
 
+// hostIP is every node's address: the node stand-ins share this host.
+const hostIP = "127.0.0.1"
+
 // sync brings one pod's sandbox in line with the pod, as the kubelet's pod worker
 // does for networking.
 func (n *Node) sync(ctx context.Context, key string) error {
@@ -45,6 +48,16 @@ func (n *Node) sync(ctx context.Context, key string) error {
 			return err
 		}
 		sb = nil
+	}
+	if pod.Spec.HostNetwork {
+		// The kubelet calls no CNI plugin for pods on the host's network.
+		switch {
+		case pod.DeletionTimestamp != nil:
+			return n.finishDeletion(ctx, pod)
+		case pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending:
+			return n.reportRunning(ctx, pod, []netip.Addr{netip.MustParseAddr(hostIP)})
+		}
+		return nil
 	}
 	switch {
 	case pod.DeletionTimestamp != nil:
@@ -165,8 +178,8 @@ func (n *Node) reportRunning(ctx context.Context, pod *corev1.Pod, ips []netip.A
 	return n.updateStatus(ctx, pod, func(p *corev1.Pod) {
 		now := metav1.Now()
 		p.Status.Phase = corev1.PodRunning
-		p.Status.HostIP = "127.0.0.1"
-		p.Status.HostIPs = []corev1.HostIP{{IP: "127.0.0.1"}}
+		p.Status.HostIP = hostIP
+		p.Status.HostIPs = []corev1.HostIP{{IP: hostIP}}
 		p.Status.StartTime = &now
 		p.Status.PodIP, p.Status.PodIPs = "", nil
 		seen := map[bool]bool{}

@@ -90,4 +90,26 @@ var _ = Describe("the local cluster", func() {
 		}
 		checkInvariants(ctx)
 	})
+
+	It("runs a host-network pod without CNI, on the node's address", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "hostnet")
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"},
+			Spec: corev1.PodSpec{
+				HostNetwork: true,
+				Containers:  []corev1.Container{{Name: "agent", Image: "registry.k8s.io/pause:3.10"}},
+			},
+		}
+		Expect(stack.Client.Create(ctx, pod)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(stack.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+			g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+		}).WithContext(ctx).Should(Succeed())
+		Expect(pod.Status.PodIP).To(Equal(pod.Status.HostIP))
+		_, sandboxed := stack.Sandbox(ns, "agent")
+		Expect(sandboxed).To(BeFalse())
+		Expect(stack.Client.Delete(ctx, pod)).To(Succeed())
+		Eventually(func() error { return stack.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod) }).WithContext(ctx).Should(MatchError(ContainSubstring("not found")))
+		checkInvariants(ctx)
+	})
 })
