@@ -120,9 +120,18 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	return c, c.waitControllers(ctx)
 }
 
-// UserKubeconfig writes a kubeconfig for a user into Dir and returns its path.
-func (c *Cluster) UserKubeconfig(name string, groups ...string) (string, error) {
-	return c.writeKubeconfig(name, envtest.User{Name: name, Groups: groups})
+// UserKubeconfig writes a kubeconfig for a user into Dir/<file>.kubeconfig and
+// returns its path.
+func (c *Cluster) UserKubeconfig(file, user string, groups ...string) (string, error) {
+	return c.writeKubeconfig(file, envtest.User{Name: user, Groups: groups})
+}
+
+// ServiceAccountKubeconfig writes a kubeconfig that authenticates as a service
+// account (its user name and groups), so RBAC bound to the ServiceAccount applies
+// to a component run outside a pod.
+func (c *Cluster) ServiceAccountKubeconfig(namespace, name string) (string, error) {
+	return c.UserKubeconfig(name, "system:serviceaccount:"+namespace+":"+name,
+		"system:serviceaccounts", "system:serviceaccounts:"+namespace, "system:authenticated")
 }
 
 func (c *Cluster) writeKubeconfig(file string, u envtest.User) (string, error) {

@@ -14,14 +14,14 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nicpool/nicpool/e2e/cluster"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/manifests"
 	"github.com/nicpool/nicpool/webhook/configs"
 )
 
@@ -60,11 +60,42 @@ func (s *Stack) buildNicpool(ctx context.Context) error {
 	return nil
 }
 
+// Service accounts of the manifests, whose RBAC the local components run under.
+const (
+	webhookServiceAccount = "nicpool-webhook"
+	ipamdServiceAccount   = "nicpool-ipamd"
+)
+
+// accessKinds are the objects of the manifests that say who may do what; the local
+// stack applies them and runs ipamd and the webhook under exactly that RBAC.
+var accessKinds = map[string]bool{
+	"Namespace": true, "ServiceAccount": true, "Secret": true,
+	"ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
+}
+
+// applyAccess creates nicpool's namespace, service accounts, RBAC and certificate
+// Secret as the self-managed overlay of manifests/ renders them.
+func (s *Stack) applyAccess(ctx context.Context) error {
+	objs, err := manifests.Render(filepath.Join(testenv.RepoRoot(), "manifests", "overlays", "self-managed"))
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if !accessKinds[o.GetKind()] {
+			continue
+		}
+		if err := s.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("manifests: create %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	return nil
+}
+
 // startWebhook runs nicpool-webhook with self-managed certificates and registers the
 // same webhook configurations as the manifests, pointed at it on loopback instead of
 // at a Service (there is no kube-proxy here).
 func (s *Stack) startWebhook(ctx context.Context) error {
-	if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: configs.DefaultNamespace}}); err != nil {
+	if err := s.applyAccess(ctx); err != nil {
 		return err
 	}
 	port, err := freePort()
@@ -88,7 +119,7 @@ func (s *Stack) startWebhook(ctx context.Context) error {
 	if err := s.Client.Create(ctx, validating); err != nil {
 		return err
 	}
-	kc, err := s.UserKubeconfig("nicpool-webhook", "system:masters")
+	kc, err := s.ServiceAccountKubeconfig(configs.DefaultNamespace, webhookServiceAccount)
 	if err != nil {
 		return err
 	}
@@ -167,7 +198,7 @@ func (s *Stack) waitWebhook(ctx context.Context, p *cluster.Process, probe int) 
 // startIpamd runs one node's nicpool-ipamd, serving the node's socket, and waits
 // until it answers.
 func (s *Stack) startIpamd(ctx context.Context, nodeName, dir, runDir string) (*cluster.Process, error) {
-	kc, err := s.UserKubeconfig("nicpool-ipamd-"+nodeName, "system:masters")
+	kc, err := s.ServiceAccountKubeconfig(configs.DefaultNamespace, ipamdServiceAccount)
 	if err != nil {
 		return nil, err
 	}
