@@ -141,8 +141,10 @@ func (p *process) alive(tb testing.TB) {
 	}
 }
 
-// memory is what /proc/<pid>/status says of the process, in bytes.
-type memory struct{ rss, hwm int64 }
+// memory is what /proc/<pid>/status says of the process, in bytes: the resident set
+// now, its peak, and the now split into anonymous memory (heap, stacks) and mapped
+// files (the binary's own pages).
+type memory struct{ rss, hwm, anon, file int64 }
 
 func (p *process) memory() (memory, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
@@ -166,6 +168,10 @@ func (p *process) memory() (memory, error) {
 			m.rss = kb << 10
 		case "VmHWM:":
 			m.hwm = kb << 10
+		case "RssAnon:":
+			m.anon = kb << 10
+		case "RssFile:":
+			m.file = kb << 10
 		}
 	}
 	if m.rss == 0 {
