@@ -19,7 +19,7 @@ var stack *local.Stack
 
 func TestEndToEnd(t *testing.T) {
 	RegisterFailHandler(Fail)
-	SetDefaultEventuallyTimeout(2 * time.Minute)
+	SetDefaultEventuallyTimeout(3 * time.Minute)
 	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
 	// Specs pass their context to Eventually; without this it would wait for the
 	// context alone, i.e. forever.
