@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nicpool/nicpool/e2e/cluster"
 	"github.com/nicpool/nicpool/e2e/fabric"
 )
 
@@ -36,7 +37,7 @@ func up(dir string, nodes int) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(self, "run", "--state-dir", dir, "--nodes", strconv.Itoa(nodes))
+	cmd := exec.Command(self, "run", "--detached", "--state-dir", dir, "--nodes", strconv.Itoa(nodes))
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -74,7 +75,7 @@ func down(dir string) error {
 	pid, ok := runningPid(dir)
 	if !ok {
 		fmt.Println("no local cluster running")
-		return fabric.Sweep()
+		return sweep()
 	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
@@ -88,7 +89,13 @@ func down(dir string) error {
 	}
 	_ = os.Remove(filepath.Join(dir, pidFile))
 	fmt.Printf("stopped local cluster (pid %d)\n", pid)
-	return fabric.Sweep()
+	return sweep()
+}
+
+// sweep removes what a run that was killed left behind: network namespaces and
+// control-plane processes.
+func sweep() error {
+	return errors.Join(fabric.Sweep(), cluster.SweepProcesses())
 }
 
 func runningPid(dir string) (int, bool) {

@@ -16,6 +16,7 @@ import (
 func main() {
 	state := flag.String("state-dir", ".local", "where the kubeconfig, logs and local state are written")
 	nodes := flag.Int("nodes", 3, "number of node stand-ins")
+	detached := flag.Bool("detached", false, "run was started by up (internal)")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, `usage: %s run|up|down [flags]
 
@@ -40,7 +41,7 @@ func main() {
 	case "run":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		err = run(ctx, dir, *nodes)
+		err = run(ctx, dir, *nodes, *detached)
 	case "up":
 		err = up(dir, *nodes)
 	case "down":

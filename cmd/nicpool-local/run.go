@@ -14,7 +14,9 @@ import (
 // readyFile is written once the cluster serves the examples; `up` waits for it.
 const readyFile = "ready"
 
-func run(ctx context.Context, dir string, nodes int) error {
+// run brings the cluster up and keeps it up until ctx ends; detached says `up`
+// started it in the background.
+func run(ctx context.Context, dir string, nodes int, detached bool) error {
 	_ = os.Remove(filepath.Join(dir, readyFile))
 	for _, stale := range []string{"cluster", "nodes", "host-local"} {
 		if err := os.RemoveAll(filepath.Join(dir, stale)); err != nil {
@@ -53,10 +55,12 @@ func run(ctx context.Context, dir string, nodes int) error {
 		return err
 	}
 	fmt.Printf("\nkubeconfig: %s\ntry: kubectl --kubeconfig %s get sp,se,pods -A\nlogs: %s\n", kubeconfig, kubeconfig, dir)
+	if !detached {
+		fmt.Println("Ctrl-C stops the cluster.")
+	}
 	if err := os.WriteFile(filepath.Join(dir, readyFile), []byte(kubeconfig+"\n"), 0o644); err != nil {
 		return err
 	}
-	fmt.Println("Ctrl-C stops the cluster.")
 	<-ctx.Done()
 	return nil
 }
