@@ -36,6 +36,7 @@ test: tools build ## everything CI runs: vet, unit and integration tests against
 
 bench: tools build ## benchmarks (limit test, admission, memory); prints figures, asserts nothing timed
 	$(GOTEST) -run '^$$' -bench . -benchmem -benchtime 1x -timeout 60m ./...
+	cd e2e/peers/whereabouts && KUBEBUILDER_ASSETS=$(BIN) $(GOTEST) -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
 
 fuzz: ## run every fuzz target for FUZZTIME (default 60s)
 	@for spec in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
