@@ -112,7 +112,7 @@ func (p *process) waitFor(tb testing.TB, what string, timeout time.Duration, con
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-p.exited:
-			return false, fmt.Errorf("%s exited: %v", p.name, p.err)
+			return false, p.exitError()
 		default:
 		}
 		last = cond(ctx)
@@ -121,6 +121,14 @@ func (p *process) waitFor(tb testing.TB, what string, timeout time.Duration, con
 	if err != nil {
 		tb.Fatalf("waiting for %s %s: %v (last: %v)\n--- end of %s's log ---\n%s", p.name, what, err, last, p.name, p.tail())
 	}
+}
+
+// exitError says how the process ended; call it once exited is closed.
+func (p *process) exitError() error {
+	if p.err == nil {
+		return fmt.Errorf("%s exited with status 0", p.name)
+	}
+	return fmt.Errorf("%s exited: %w", p.name, p.err)
 }
 
 func (p *process) tail() string {
@@ -136,7 +144,7 @@ func (p *process) alive(tb testing.TB) {
 	tb.Helper()
 	select {
 	case <-p.exited:
-		tb.Fatalf("%s exited: %v\n--- end of its log ---\n%s", p.name, p.err, p.tail())
+		tb.Fatalf("%v\n--- end of its log ---\n%s", p.exitError(), p.tail())
 	default:
 	}
 }
