@@ -3,7 +3,9 @@ package whereabouts
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,9 +108,6 @@ func BenchmarkWhereaboutsLimit1000(b *testing.B) {
 			Percentile(r.AttemptLatency, 50).Round(time.Millisecond), Percentile(r.AttemptLatency, 99).Round(time.Millisecond),
 			Percentile(r.PodLatency, 50).Round(time.Millisecond), Percentile(r.PodLatency, 99).Round(time.Millisecond))
 		b.Logf("CPU: kube-apiserver %.1f s; machine load average %s before, %s after", d.CPU, load, LoadAverage())
-		for msg, n := range r.Errors {
-			b.Logf("ADD error ×%d: %s", n, msg)
-		}
 		b.ReportMetric(r.Wall.Seconds(), "wall-s")
 		b.ReportMetric(float64(ok)/r.Wall.Seconds(), "allocs/s")
 		b.ReportMetric(float64(writes)/float64(max(ok, 1)), "writes/alloc")
@@ -117,6 +116,17 @@ func BenchmarkWhereaboutsLimit1000(b *testing.B) {
 		b.ReportMetric(float64(Percentile(r.AttemptLatency, 50).Milliseconds()), "p50-ms")
 		b.ReportMetric(float64(Percentile(r.AttemptLatency, 99).Milliseconds()), "p99-ms")
 		b.ReportMetric(d.CPU, "apiserver-cpu-s")
+		// Benchmark output is cut after ten lines: the error tally goes on one line.
+		kinds := make([]string, 0, len(r.Errors))
+		for msg := range r.Errors {
+			kinds = append(kinds, msg)
+		}
+		sort.Slice(kinds, func(i, j int) bool { return r.Errors[kinds[i]] > r.Errors[kinds[j]] })
+		tally := make([]string, len(kinds))
+		for i, msg := range kinds {
+			tally[i] = fmt.Sprintf("×%d %q", r.Errors[msg], msg)
+		}
+		b.Logf("ADD errors: %s", strings.Join(tally, "; "))
 		leaked, err := Check(cp, o, r)
 		if err != nil {
 			b.Errorf("after the run: %v", err)
