@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
@@ -80,4 +81,47 @@ func (v *Endpoints) Delete(namespace, name string) {
 func (v *Endpoints) Get(namespace, name string) *Endpoint {
 	e, _ := v.get(key(namespace, name))
 	return e
+}
+
+// TransformEndpoint is the cache transform for SpiderEndpoints in the webhook's
+// manager, which caches every endpoint of the cluster. Its readers there are this
+// view (name, UID, deletion, the interface of each record) and the garbage collector
+// (name, UID and resourceVersion as deletion preconditions, the pod UID, the owner
+// controller); the addresses, pools, gateways and routes of each record, labels,
+// annotations (ipamd's container attachments) and managedFields are dropped. Each
+// record keeps its interface only. The webhook never writes an endpoint from its cache.
+//
+// Whoever starts reading another endpoint field from the webhook's cache must keep it
+// here.
+func TransformEndpoint(obj any) (any, error) {
+	e, ok := obj.(*v2beta1.SpiderEndpoint)
+	if !ok {
+		// Tombstones and anything else pass unchanged.
+		return obj, nil
+	}
+	var ips []v2beta1.IPAllocationDetail
+	if e.Status.Current.IPs != nil {
+		ips = make([]v2beta1.IPAllocationDetail, len(e.Status.Current.IPs))
+		for i, d := range e.Status.Current.IPs {
+			ips[i] = v2beta1.IPAllocationDetail{Interface: d.Interface}
+		}
+	}
+	return &v2beta1.SpiderEndpoint{
+		TypeMeta: e.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:                  e.Namespace,
+			Name:                       e.Name,
+			UID:                        e.UID,
+			ResourceVersion:            e.ResourceVersion,
+			CreationTimestamp:          e.CreationTimestamp,
+			DeletionTimestamp:          e.DeletionTimestamp,
+			DeletionGracePeriodSeconds: e.DeletionGracePeriodSeconds,
+			Finalizers:                 e.Finalizers,
+		},
+		Status: v2beta1.WorkloadEndpointStatus{
+			Current:             v2beta1.PodIPAllocation{UID: e.Status.Current.UID, Node: e.Status.Current.Node, IPs: ips},
+			OwnerControllerType: e.Status.OwnerControllerType,
+			OwnerControllerName: e.Status.OwnerControllerName,
+		},
+	}, nil
 }

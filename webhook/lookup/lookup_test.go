@@ -89,3 +89,40 @@ func TestEndpointRecordProblem(t *testing.T) {
 		}
 	}
 }
+
+// The webhook's cache keeps endpoints through TransformEndpoint: the admission view of
+// a kept endpoint is the view of the full one.
+func TestTransformEndpointKeepsTheView(t *testing.T) {
+	addr, pool := "10.0.0.1/24", "p"
+	for _, ips := range [][]v2beta1.IPAllocationDetail{
+		nil,
+		{{Interface: "eth0", IPv4: &addr, IPv4Pool: &pool}, {Interface: "net1", IPv4: &addr}},
+		{{Interface: "eth0", IPv4: &addr}, {Interface: "eth0", IPv4Pool: &pool}},
+		{{Interface: "", IPv4: &addr}},
+	} {
+		full := &v2beta1.SpiderEndpoint{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-0", UID: "ep-uid", ResourceVersion: "9",
+				DeletionTimestamp: &metav1.Time{}, Annotations: map[string]string{"ipam.nicpool.io/attachments": "{}"},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "nicpool-ipamd"}}},
+			Status: v2beta1.WorkloadEndpointStatus{
+				Current:             v2beta1.PodIPAllocation{UID: "pod-uid", Node: "n1", IPs: ips},
+				OwnerControllerType: "StatefulSet", OwnerControllerName: "web",
+			},
+		}
+		out, err := TransformEndpoint(full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := out.(*v2beta1.SpiderEndpoint)
+		if got, want := *NewEndpoint(kept), *NewEndpoint(full); got != want {
+			t.Errorf("view of the cached endpoint %+v; of the full one %+v", got, want)
+		}
+		if kept.ResourceVersion != "9" || kept.Status.Current.UID != "pod-uid" || kept.Status.OwnerControllerType != "StatefulSet" ||
+			kept.Status.OwnerControllerName != "web" {
+			t.Errorf("TransformEndpoint lost what the garbage collector reads: %+v", kept)
+		}
+		if kept.Annotations != nil || kept.ManagedFields != nil || (len(ips) > 0 && kept.Status.Current.IPs[0].IPv4 != nil) {
+			t.Errorf("TransformEndpoint kept more than the webhook reads: %+v", kept)
+		}
+	}
+}
