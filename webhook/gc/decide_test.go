@@ -251,6 +251,28 @@ func TestDecide(t *testing.T) {
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("released:\n got  %q\n want %q", got, tc.want)
 			}
+			// The webhook's cache keeps pods through TransformPod: the same pods as it
+			// keeps them decide the same.
+			cached := tc.snap
+			cached.Pods = nil
+			for _, p := range tc.snap.Pods {
+				p.Spec.Containers = []corev1.Container{{Name: "app", Image: "app:1"}}
+				p.Labels = map[string]string{"app": "x"}
+				p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+				kept, err := TransformPod(&p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				k := kept.(*corev1.Pod)
+				if k.Spec.Containers != nil || k.Labels != nil || k.ManagedFields != nil || k.Status.Conditions != nil {
+					t.Errorf("TransformPod kept more than the collector reads: %+v", k)
+				}
+				cached.Pods = append(cached.Pods, *k)
+			}
+			if got := released(Decide(cached, Policy{TerminatingGrace: grace})); !slices.Equal(got, tc.want) {
+				t.Errorf("released with pods as the cache keeps them:\n got  %q\n want %q", got, tc.want)
+			}
 		})
 	}
 }

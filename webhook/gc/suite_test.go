@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -24,6 +25,7 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/webhook/gc"
+	"github.com/nicpool/nicpool/webhook/lookup"
 )
 
 // The suite runs one control plane and one manager with the garbage collector and the
@@ -62,6 +64,15 @@ var _ = BeforeSuite(func() {
 		LeaderElection:          true,
 		LeaderElectionID:        "nicpool-gc-test",
 		LeaderElectionNamespace: "default",
+		// The cache as nicpool-webhook configures it: every test below runs on pods
+		// and endpoints reduced to what the webhook reads.
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Pod{}:             {Transform: gc.TransformPod},
+				&v2beta1.SpiderEndpoint{}: {Transform: lookup.TransformEndpoint},
+			},
+		},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(gc.SetupWithManager(mgr, gc.Options{
