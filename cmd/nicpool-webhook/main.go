@@ -11,8 +11,11 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -20,9 +23,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/nicpool/nicpool/certs"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	nicwebhook "github.com/nicpool/nicpool/webhook"
 	"github.com/nicpool/nicpool/webhook/configs"
 	"github.com/nicpool/nicpool/webhook/gc"
+	"github.com/nicpool/nicpool/webhook/lookup"
 )
 
 // options are the command line.
@@ -101,6 +106,7 @@ func run(ctx context.Context, cfg *rest.Config, o options, started func(manager.
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
 		LeaderElectionNamespace: o.namespace,
+		Cache:                   cacheOptions(),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: o.host, Port: o.port, CertDir: o.certDir, TLSOpts: tlsOpts,
 		}),
@@ -158,4 +164,19 @@ func extraNames(o options) []string {
 // finalizer of webhook/gc join the manager.
 func registerGarbageCollector(mgr manager.Manager, o gc.Options) error {
 	return gc.SetupWithManager(mgr, o)
+}
+
+// cacheOptions keep the manager's cache small: the webhook caches every pod, pool and
+// SpiderEndpoint of the cluster. No code of the webhook reads managedFields, and an
+// update that omits them keeps them on the server. Pods and endpoints, the bulk of it,
+// keep only what their readers here read (see gc.TransformPod and
+// lookup.TransformEndpoint).
+func cacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:             {Transform: gc.TransformPod},
+			&v2beta1.SpiderEndpoint{}: {Transform: lookup.TransformEndpoint},
+		},
+	}
 }
