@@ -13,13 +13,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/webhook/gc"
+	"github.com/nicpool/nicpool/webhook/lookup"
 )
 
 // BenchmarkCacheHeapByKind splits the resident figures of BenchmarkResidentMemory by
 // what the binaries cache: for each kind, an informer cache like theirs is started in
 // this process against the same cluster and the live Go heap it adds is reported.
 // ipamd strips managedFields and watches only its node's pods; the webhook's manager
-// caches every pod of the cluster as the API server sends it.
+// caches every pod and endpoint of the cluster, reduced to what it reads
+// (gc.TransformPod, lookup.TransformEndpoint).
 func BenchmarkCacheHeapByKind(b *testing.B) {
 	f := benchCluster(b)
 	node := fields.OneTermEqualSelector("spec.nodeName", f.node(0))
@@ -32,9 +35,11 @@ func BenchmarkCacheHeapByKind(b *testing.B) {
 	}{
 		{"pods-all", &corev1.Pod{}, &corev1.PodList{}, cache.ByObject{}, false},
 		{"pods-all-stripped", &corev1.Pod{}, &corev1.PodList{}, cache.ByObject{}, true},
+		{"pods-all-webhook", &corev1.Pod{}, &corev1.PodList{}, cache.ByObject{Transform: gc.TransformPod}, false},
 		{"pods-node-stripped", &corev1.Pod{}, &corev1.PodList{}, cache.ByObject{Field: node}, true},
 		{"endpoints", &v2beta1.SpiderEndpoint{}, &v2beta1.SpiderEndpointList{}, cache.ByObject{}, false},
 		{"endpoints-stripped", &v2beta1.SpiderEndpoint{}, &v2beta1.SpiderEndpointList{}, cache.ByObject{}, true},
+		{"endpoints-webhook", &v2beta1.SpiderEndpoint{}, &v2beta1.SpiderEndpointList{}, cache.ByObject{Transform: lookup.TransformEndpoint}, false},
 		{"pools", &v2beta1.SpiderIPPool{}, &v2beta1.SpiderIPPoolList{}, cache.ByObject{}, false},
 		{"pools-stripped", &v2beta1.SpiderIPPool{}, &v2beta1.SpiderIPPoolList{}, cache.ByObject{}, true},
 	}
