@@ -45,7 +45,7 @@ type ipamd struct {
 func startIpamd(tb testing.TB, bin, kubeconfig, node string) *ipamd {
 	tb.Helper()
 	d := &ipamd{node: node, socket: filepath.Join(shortTempDir(tb), "ipamd.sock"), health: freeAddr(tb), metricsAddr: freeAddr(tb)}
-	d.process = startProcess(tb, "nicpool-ipamd", bin,
+	d.process = startProcess(tb, "nicpool-ipamd", bin, deployedRuntimeEnv(tb, "ipamd"),
 		"--kubeconfig", kubeconfig, "--node-name", node, "--socket", d.socket,
 		"--metrics-bind-address", d.metricsAddr, "--health-probe-bind-address", d.health)
 	return d
@@ -95,7 +95,7 @@ func startWebhook(tb testing.TB, bin, kubeconfig string) *webhook {
 	roots := selfSignedCert(tb, certDir)
 	w := &webhook{addr: freeAddr(tb), health: freeAddr(tb), metricsAddr: freeAddr(tb), roots: roots}
 	host, port, _ := net.SplitHostPort(w.addr)
-	w.process = startProcess(tb, "nicpool-webhook", bin,
+	w.process = startProcess(tb, "nicpool-webhook", bin, deployedRuntimeEnv(tb, "webhook"),
 		"--kubeconfig", kubeconfig, "--namespace", configs.DefaultNamespace,
 		"--webhook-host", host, "--webhook-port", port, "--cert-dir", certDir,
 		"--metrics-bind-address", w.metricsAddr, "--health-probe-bind-address", w.health)

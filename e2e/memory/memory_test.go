@@ -199,7 +199,8 @@ func jsonPointerEscape(s string) string {
 // real node; the webhook's pod cache grows with the cluster's pod count, whatever
 // the split.
 //
-// Each binary is started, waited for until ready with its caches synced (ipamd:
+// Each binary is started with the Go runtime settings (GOMEMLIMIT) its container has
+// in manifests/base, waited for until ready with its caches synced (ipamd:
 // /readyz and CNI STATUS listing every pool with 1000 allocated; webhook: /readyz
 // and its garbage collector's first full pass over every pod), then left until its
 // resident set stops moving, and read from /proc/<pid>/status: VmRSS now and VmHWM,
@@ -270,8 +271,8 @@ func measure(b *testing.B, bins binaries, f fixture) {
 		} else {
 			b.ReportMetric(heap/(1<<20), s.name+"-heap-MiB")
 		}
-		b.Logf("%s: VmRSS %.1f MiB%s (anonymous %.1f, file %.1f), VmHWM %.1f MiB, %s; goal: under %d MiB",
-			s.p.name, mib(m.rss), note, mib(m.anon), mib(m.file), mib(m.hwm), heapText, goalMiB)
+		b.Logf("%s (%s): VmRSS %.1f MiB%s (anonymous %.1f, file %.1f), VmHWM %.1f MiB, %s; goal: under %d MiB",
+			s.p.name, describeEnv(s.p.env), mib(m.rss), note, mib(m.anon), mib(m.file), mib(m.hwm), heapText, goalMiB)
 		b.ReportMetric(mib(m.rss), s.name+"-rss-MiB")
 		b.ReportMetric(mib(m.hwm), s.name+"-hwm-MiB")
 	}

@@ -56,13 +56,14 @@ func buildBinaries(tb testing.TB) binaries {
 type process struct {
 	name   string
 	cmd    *exec.Cmd
+	env    []string // on top of this process's environment
 	log    string
 	exited chan struct{}
 	err    error // valid once exited is closed
 	stop   sync.Once
 }
 
-func startProcess(tb testing.TB, name, bin string, args ...string) *process {
+func startProcess(tb testing.TB, name, bin string, env []string, args ...string) *process {
 	tb.Helper()
 	log := filepath.Join(tb.TempDir(), name+".log")
 	out, err := os.Create(log)
@@ -71,11 +72,12 @@ func startProcess(tb testing.TB, name, bin string, args ...string) *process {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
 		out.Close()
 		tb.Fatalf("start %s: %v", name, err)
 	}
-	p := &process{name: name, cmd: cmd, log: log, exited: make(chan struct{})}
+	p := &process{name: name, cmd: cmd, env: env, log: log, exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		out.Close()
