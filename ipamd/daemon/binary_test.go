@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -64,17 +65,18 @@ func TestBinaryKilledMidAllocationAndRestarted(t *testing.T) {
 		t.Errorf("socket mode %v (%v), want 0600", fi.Mode().Perm(), err)
 	}
 	var answered atomic.Int32
-	killed := make(chan struct{})
+	var once sync.Once
+	firstAnswer, killed := make(chan struct{}), make(chan struct{})
 	go func() {
-		for answered.Load() < 1 {
-			time.Sleep(time.Millisecond) // polls the counter the ADD goroutines bump
-		}
+		// Kill the daemon as soon as the first ADD has answered: the rest are in flight.
+		<-firstAnswer
 		_ = first.Process.Signal(syscall.SIGKILL)
 		close(killed)
 	}()
 	parallel(n, func(i int) {
 		if _, err := c.Allocate(ctx, addReq(pods[i], "eth0", "c")); err == nil {
 			answered.Add(1)
+			once.Do(func() { close(firstAnswer) })
 		}
 	})
 	<-killed
