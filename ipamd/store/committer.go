@@ -14,7 +14,6 @@ import (
 	"go4.org/netipx"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
@@ -356,35 +355,4 @@ func (c *Committer) Release(ctx context.Context, pool string, owner allocator.Ow
 		return nil, err
 	}
 	return res[0].Changed, res[0].Err
-}
-
-// ReleaseDirect is Release for callers without a committer (the garbage collector): it
-// reads the pool from the API server and writes its status with compare-and-swap,
-// re-reading on conflict. Idempotent: releasing what is not held succeeds.
-func ReleaseDirect(ctx context.Context, c client.Client, pool string, owner allocator.Owner, addrs ...netip.Addr) ([]netip.Addr, error) {
-	var released []netip.Addr
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		obj := &v2beta1.SpiderIPPool{}
-		if err := c.Get(ctx, client.ObjectKey{Name: pool}, obj); err != nil {
-			return err
-		}
-		reserved, err := ReservedSet(ctx, c)
-		if err != nil {
-			return err
-		}
-		rng, err := allocator.NewRange(obj, reserved)
-		if err != nil {
-			return err
-		}
-		res, changed := allocator.Apply(rng, &obj.Status, []allocator.Op{{Kind: allocator.Release, Owner: owner, Addrs: addrs}})
-		released = res[0].Changed
-		if !changed {
-			return nil
-		}
-		return c.Status().Update(ctx, obj)
-	})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return released, err
 }

@@ -137,7 +137,7 @@ func TestConcurrentCommittersFillPoolExactly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := store.ReleaseDirect(ctx, env.Client, "fill", allocator.Owner{Pod: "ns/p1", PodUID: "uid-1", Interface: "eth0"}, got[1]); err != nil {
+	if _, err := committers[0].Release(ctx, "fill", allocator.Owner{Pod: "ns/p1", PodUID: "uid-1", Interface: "eth0"}, got[1]); err != nil {
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
