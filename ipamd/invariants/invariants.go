@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
-	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/workload"
 )
 
 // Options choose the checks that hold only at rest.
@@ -129,7 +129,7 @@ func Check(ctx context.Context, r client.Reader, opts Options) error {
 				}
 			}
 		}
-		if opts.Converged && live[ep.Status.Current.UID] == nil && !willReturn(ctx, r, ep.Namespace, ep.Name, ep.Status.OwnerControllerType, ep.Status.OwnerControllerName) {
+		if opts.Converged && live[ep.Status.Current.UID] == nil && !willReturn(ctx, r, &ep) {
 			add("I4: endpoint %s belongs to pod UID %s, which is gone", name, ep.Status.Current.UID)
 		}
 	}
@@ -141,7 +141,7 @@ func Check(ctx context.Context, r client.Reader, opts Options) error {
 			ns, podName, _ := strings.Cut(rec.Pod, "/")
 			ep := &v2beta1.SpiderEndpoint{}
 			if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: podName}, ep); err == nil && ep.Status.Current.UID == rec.PodUID &&
-				willReturn(ctx, r, ns, podName, ep.Status.OwnerControllerType, ep.Status.OwnerControllerName) {
+				willReturn(ctx, r, ep) {
 				continue
 			}
 			add("I4: %s is held by pod %s UID %s, which is gone", key, rec.Pod, rec.PodUID)
@@ -154,29 +154,16 @@ func Check(ctx context.Context, r client.Reader, opts Options) error {
 	return errors.New(strings.Join(v, "\n"))
 }
 
-// willReturn reports whether a StatefulSet still wants the ordinal of podName.
-func willReturn(ctx context.Context, r client.Reader, ns, podName, kind, controller string) bool {
-	if kind != "StatefulSet" {
-		return false
-	}
-	i := strings.LastIndex(podName, "-")
-	ord, err := strconv.Atoi(podName[i+1:])
-	if i < 0 || err != nil {
+// willReturn reports whether the StatefulSet an endpoint names still wants the
+// endpoint's ordinal.
+func willReturn(ctx context.Context, r client.Reader, ep *v2beta1.SpiderEndpoint) bool {
+	set, ok := workload.EndpointStatefulSet(ep)
+	if !ok {
 		return false
 	}
 	sts := &appsv1.StatefulSet{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: controller}, sts); err != nil {
+	if err := r.Get(ctx, client.ObjectKey{Namespace: ep.Namespace, Name: set}, sts); err != nil {
 		return false
 	}
-	if sts.DeletionTimestamp != nil {
-		return false
-	}
-	replicas, start := int32(1), int32(0)
-	if sts.Spec.Replicas != nil {
-		replicas = *sts.Spec.Replicas
-	}
-	if sts.Spec.Ordinals != nil {
-		start = sts.Spec.Ordinals.Start
-	}
-	return int32(ord) >= start && int32(ord) < start+replicas
+	return workload.WillReturn(sts, ep.Name)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/crds/ipranges"
+	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/metrics"
@@ -282,7 +283,7 @@ func (s *Service) response(pod *corev1.Pod, iface string, choice selection.Choic
 func (s *Service) record(ctx context.Context, pod *corev1.Pod, ep *v2beta1.SpiderEndpoint, d v2beta1.IPAllocationDetail, att Attachment) error {
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 	if ep == nil {
-		kind, name := controllerOf(pod)
+		kind, name := workload.Controller(pod.Name, pod.OwnerReferences)
 		ep = &v2beta1.SpiderEndpoint{}
 		ep.Namespace, ep.Name = pod.Namespace, pod.Name
 		ep.Status = v2beta1.WorkloadEndpointStatus{

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -25,13 +24,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/store"
@@ -313,57 +312,25 @@ func setAttachments(ep *v2beta1.SpiderEndpoint, atts map[string]Attachment) {
 	ep.Annotations[AttachmentsAnnotation] = string(b)
 }
 
-// controllerOf returns the kind and name of the pod's controller, "Pod" and the pod's
-// name for a bare pod (spiderpool's convention).
-func controllerOf(pod *corev1.Pod) (string, string) {
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		return ref.Kind, ref.Name
-	}
-	return "Pod", pod.Name
-}
-
-// ordinal parses the StatefulSet ordinal from a pod name.
-func ordinal(podName string) (int, bool) {
-	i := strings.LastIndex(podName, "-")
-	if i < 0 {
-		return 0, false
-	}
-	n, err := strconv.Atoi(podName[i+1:])
-	return n, err == nil && n >= 0
-}
-
-// statefulSetWillReturn reports whether the StatefulSet named by the pod (or its
-// endpoint) still wants the pod's ordinal, so the pod comes back under this name.
+// statefulSetWillReturn reports whether the StatefulSet named by the pod (or, with the
+// pod gone, by its endpoint) still wants the pod's ordinal, so the pod comes back under
+// this name.
 func (s *Service) statefulSetWillReturn(ctx context.Context, namespace, podName string, pod *corev1.Pod, ep *v2beta1.SpiderEndpoint) bool {
-	kind, name := "", ""
+	var set string
+	var ok bool
 	if pod != nil {
-		kind, name = controllerOf(pod)
-	} else if ep != nil {
-		kind, name = ep.Status.OwnerControllerType, ep.Status.OwnerControllerName
+		set, ok = workload.StatefulSetOf(pod.OwnerReferences)
+	} else {
+		set, ok = workload.EndpointStatefulSet(ep)
 	}
-	if kind != "StatefulSet" || name == "" {
-		return false
-	}
-	ord, ok := ordinal(podName)
 	if !ok {
 		return false
 	}
 	sts := &appsv1.StatefulSet{}
-	if err := s.Cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, sts); err != nil {
+	if err := s.Cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: set}, sts); err != nil {
 		return false
 	}
-	if sts.DeletionTimestamp != nil {
-		return false
-	}
-	replicas := int32(1)
-	if sts.Spec.Replicas != nil {
-		replicas = *sts.Spec.Replicas
-	}
-	start := int32(0)
-	if sts.Spec.Ordinals != nil {
-		start = sts.Spec.Ordinals.Start
-	}
-	return int32(ord) >= start && int32(ord) < start+replicas
+	return workload.WillReturn(sts, podName)
 }
 
 func (s *Service) event(obj runtime.Object, reason, note string) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/metrics"
@@ -113,7 +114,7 @@ func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spi
 		}
 	}
 	upd := ep.DeepCopy() // carries ep's UID and resourceVersion: the write's preconditions
-	kind, name := controllerOf(pod)
+	kind, name := workload.Controller(pod.Name, pod.OwnerReferences)
 	upd.Status.Current = v2beta1.PodIPAllocation{UID: string(pod.UID), Node: s.Node, IPs: kept}
 	upd.Status.OwnerControllerType, upd.Status.OwnerControllerName = kind, name
 	setAttachments(upd, nil) // the old containers are gone; each ADD records its own

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/nicpool/nicpool/crds/workload"
 )
 
 // Permissions the garbage collector and the pool finalizer need (leader election's
@@ -118,18 +120,6 @@ func podEnded(old, cur *corev1.Pod) bool {
 
 // ordinalsShrank: the StatefulSet gave up some ordinals or started being deleted.
 func ordinalsShrank(old, cur *appsv1.StatefulSet) bool {
-	replicas := func(s *appsv1.StatefulSet) int32 {
-		if s.Spec.Replicas == nil {
-			return 1
-		}
-		return *s.Spec.Replicas
-	}
-	start := func(s *appsv1.StatefulSet) int32 {
-		if s.Spec.Ordinals == nil {
-			return 0
-		}
-		return s.Spec.Ordinals.Start
-	}
-	return replicas(cur) < replicas(old) || start(cur) != start(old) ||
+	return workload.Replicas(cur) < workload.Replicas(old) || workload.Start(cur) != workload.Start(old) ||
 		(cur.DeletionTimestamp != nil && old.DeletionTimestamp == nil)
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/workload"
 )
 
 // Reason says why an address is released or an endpoint deleted. It is the `reason`
@@ -258,11 +258,15 @@ const (
 // the pod currently at that name, the owner recorded in the pod's SpiderEndpoint, and
 // the name itself ("<set>-<ordinal>" with such a set present). The last keeps a plain
 // pod whose name happens to look like an ordinal of a live set; that errs on the side
-// of never releasing an address that may come back.
+// of never releasing an address that may come back. A name that is not an ordinal of
+// a candidate set (workload.Ordinal) is no pod of that set.
 func (ix *index) ordinalFate(ns, name string) ordinalFate {
-	ordinal, hasOrdinal := parseOrdinal(name)
 	fate := notStatefulSetPod
 	for _, setName := range ix.statefulSetCandidates(ns, name) {
+		ordinal, ok := workload.Ordinal(setName, name)
+		if !ok {
+			continue
+		}
 		set, ok := ix.sets[podName{ns, setName}]
 		if !ok {
 			if ix.knownStatefulSetPod(ns, name, setName) {
@@ -274,8 +278,7 @@ func (ix *index) ordinalFate(ns, name string) ordinalFate {
 			fate = max(fate, ordinalSetGone)
 			continue
 		}
-		// A name without an ordinal cannot be placed in the range: keep it.
-		if !hasOrdinal || inReplicaRange(set, ordinal) {
+		if workload.Wants(set, ordinal) {
 			return ordinalReturns
 		}
 		fate = ordinalScaledDown
@@ -288,17 +291,15 @@ func (ix *index) ordinalFate(ns, name string) ordinalFate {
 func (ix *index) statefulSetCandidates(ns, name string) []string {
 	var names []string
 	if pod, ok := ix.podByName[podName{ns, name}]; ok {
-		if ref := controllerOf(pod); ref != "" {
-			names = append(names, ref)
+		if set, ok := workload.StatefulSetOf(pod.OwnerReferences); ok {
+			names = append(names, set)
 		}
 	}
-	if ep, ok := ix.endpoints[podName{ns, name}]; ok && ep.Status.OwnerControllerType == "StatefulSet" && ep.Status.OwnerControllerName != "" {
-		names = append(names, ep.Status.OwnerControllerName)
+	if set, ok := workload.EndpointStatefulSet(ix.endpoints[podName{ns, name}]); ok {
+		names = append(names, set)
 	}
-	if i := strings.LastIndexByte(name, '-'); i > 0 {
-		if _, ok := parseOrdinal(name); ok {
-			names = append(names, name[:i])
-		}
+	if set, _, ok := workload.SplitOrdinal(name); ok {
+		names = append(names, set)
 	}
 	slices.Sort(names)
 	return slices.Compact(names)
@@ -307,48 +308,13 @@ func (ix *index) statefulSetCandidates(ns, name string) []string {
 // knownStatefulSetPod is true when the name's StatefulSet membership is recorded (by an
 // owner reference or the endpoint), not only guessed from the name.
 func (ix *index) knownStatefulSetPod(ns, name, setName string) bool {
-	if pod, ok := ix.podByName[podName{ns, name}]; ok && controllerOf(pod) == setName {
-		return true
-	}
-	ep, ok := ix.endpoints[podName{ns, name}]
-	return ok && ep.Status.OwnerControllerType == "StatefulSet" && ep.Status.OwnerControllerName == setName
-}
-
-func controllerOf(pod *corev1.Pod) string {
-	for _, ref := range pod.OwnerReferences {
-		if ref.Controller != nil && *ref.Controller && ref.Kind == "StatefulSet" {
-			return ref.Name
+	if pod, ok := ix.podByName[podName{ns, name}]; ok {
+		if set, ok := workload.StatefulSetOf(pod.OwnerReferences); ok && set == setName {
+			return true
 		}
 	}
-	return ""
-}
-
-func inReplicaRange(set *appsv1.StatefulSet, ordinal int) bool {
-	start, replicas := 0, 1
-	if set.Spec.Ordinals != nil {
-		start = int(set.Spec.Ordinals.Start)
-	}
-	if set.Spec.Replicas != nil {
-		replicas = int(*set.Spec.Replicas)
-	}
-	return ordinal >= start && ordinal < start+replicas
-}
-
-// parseOrdinal returns the ordinal of a StatefulSet pod name "<set>-<ordinal>": a
-// decimal without leading zeros, as the StatefulSet controller writes it.
-func parseOrdinal(name string) (int, bool) {
-	i := strings.LastIndexByte(name, '-')
-	digits := name[i+1:]
-	if i <= 0 || digits == "" || (len(digits) > 1 && digits[0] == '0') {
-		return 0, false
-	}
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.Atoi(digits)
-	return n, err == nil
+	set, ok := workload.EndpointStatefulSet(ix.endpoints[podName{ns, name}])
+	return ok && set == setName
 }
 
 // splitPod splits a pool record's "namespace/name".

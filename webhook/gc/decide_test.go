@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/workload"
 )
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -317,15 +318,16 @@ func TestReleaseCarriesHolderAndEndpointPreconditions(t *testing.T) {
 	}
 }
 
+// The collector guesses a set from a name with workload.SplitOrdinal.
 func TestParseOrdinal(t *testing.T) {
 	for name, want := range map[string]int{"web-0": 0, "web-12": 12, "my-set-3": 3} {
-		if got, ok := parseOrdinal(name); !ok || got != want {
-			t.Errorf("parseOrdinal(%q) = %d, %v; want %d", name, got, ok, want)
+		if _, got, ok := workload.SplitOrdinal(name); !ok || got != want {
+			t.Errorf("SplitOrdinal(%q) = %d, %v; want %d", name, got, ok, want)
 		}
 	}
 	for _, name := range []string{"web", "web-", "-1", "web-x", "web-01", "web-+1"} {
-		if got, ok := parseOrdinal(name); ok {
-			t.Errorf("parseOrdinal(%q) = %d; want no ordinal", name, got)
+		if _, got, ok := workload.SplitOrdinal(name); ok {
+			t.Errorf("SplitOrdinal(%q) = %d; want no ordinal", name, got)
 		}
 	}
 }
