@@ -20,20 +20,32 @@ const (
 
 // Paths the webhook server serves, one per webhook.
 const (
-	MutatePodPath             = "/mutate-pod"
-	ValidatePodPath           = "/validate-pod"
-	MutatePoolPath            = "/mutate-spiderippool"
-	ValidatePoolPath          = "/validate-spiderippool"
-	ValidateEndpointPath      = "/validate-spiderendpoint"
-	MutateReservedIPPath      = "/mutate-spiderreservedip"
-	ValidateReservedIPPath    = "/validate-spiderreservedip"
-	DefaultNamespace          = "nicpool-system"
-	DefaultServiceName        = "nicpool-webhook"
-	DefaultTimeoutSeconds     = 3
-	namespaceNameLabel        = "kubernetes.io/metadata.name"
-	defaultServicePort        = 443
-	podSelectsPoolsCondition  = "has(object.metadata.annotations) && ('" + annotations.IPPools + "' in object.metadata.annotations || '" + annotations.IPPool + "' in object.metadata.annotations)"
-	podSelectsPoolsConditionN = "pod-selects-nicpool-pools"
+	MutatePodPath          = "/mutate-pod"
+	ValidatePodPath        = "/validate-pod"
+	MutatePoolPath         = "/mutate-spiderippool"
+	ValidatePoolPath       = "/validate-spiderippool"
+	ValidateEndpointPath   = "/validate-spiderendpoint"
+	MutateReservedIPPath   = "/mutate-spiderreservedip"
+	ValidateReservedIPPath = "/validate-spiderreservedip"
+	DefaultNamespace       = "nicpool-system"
+	DefaultServiceName     = "nicpool-webhook"
+	DefaultTimeoutSeconds  = 3
+	namespaceNameLabel     = "kubernetes.io/metadata.name"
+	defaultServicePort     = 443
+)
+
+// The pod webhooks' match condition: a pod reaches them when it selects pools by
+// annotation, carries nicpool's endpoint stamp (kept only if nicpool wrote it), or is
+// controlled by a StatefulSet (whose addresses must stick whatever picks its pools, so
+// every such pod is stamped). Any other pod never depends on the webhook being up.
+const (
+	podConditionName = "pod-uses-nicpool-admission"
+	podCondition     = "(has(object.metadata.annotations) && (" +
+		"'" + annotations.IPPools + "' in object.metadata.annotations || " +
+		"'" + annotations.IPPool + "' in object.metadata.annotations || " +
+		"'" + annotations.EndpointUID + "' in object.metadata.annotations)) || " +
+		"(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, " +
+		"r.apiVersion == 'apps/v1' && r.kind == 'StatefulSet' && has(r.controller) && r.controller))"
 )
 
 // Options say where the webhook server is reached.
@@ -76,8 +88,9 @@ func (o Options) ExcludedNamespaces() []string {
 // Configurations returns nicpool's webhook configurations. Every webhook fails
 // closed (failurePolicy Fail) with a short timeout and no side effects; namespaced
 // objects in kube-system and nicpool's namespace are never sent; and only pods that
-// select pools by annotation reach the pod webhooks (a CEL match condition), so the
-// rest of the cluster's pods do not depend on nicpool being up.
+// select pools by annotation or are StatefulSet pods reach the pod webhooks (a CEL
+// match condition), so the rest of the cluster's pods do not depend on nicpool being
+// up.
 func Configurations(o Options) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	o = o.withDefaults()
 	nsSelector := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
@@ -95,7 +108,7 @@ func Configurations(o Options) (*admissionregistrationv1.MutatingWebhookConfigur
 	ifNeeded := admissionregistrationv1.IfNeededReinvocationPolicy
 	equivalent := admissionregistrationv1.Equivalent
 	timeout := o.TimeoutSeconds
-	podCondition := []admissionregistrationv1.MatchCondition{{Name: podSelectsPoolsConditionN, Expression: podSelectsPoolsCondition}}
+	podMatch := []admissionregistrationv1.MatchCondition{{Name: podConditionName, Expression: podCondition}}
 	podRules := rules([]string{""}, "v1", "pods", admissionregistrationv1.NamespacedScope, admissionregistrationv1.Create)
 	group := []string{v2beta1.GroupVersion.Group}
 	version := v2beta1.GroupVersion.Version
@@ -117,7 +130,7 @@ func Configurations(o Options) (*admissionregistrationv1.MutatingWebhookConfigur
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: MutatingName, Labels: map[string]string{"app.kubernetes.io/part-of": "nicpool"}},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{
-			mutating("pods.nicpool.io", MutatePodPath, podRules, podCondition),
+			mutating("pods.nicpool.io", MutatePodPath, podRules, podMatch),
 			mutating("spiderippools.nicpool.io", MutatePoolPath, rules(group, version, "spiderippools", admissionregistrationv1.ClusterScope, admissionregistrationv1.Create, admissionregistrationv1.Update), nil),
 			mutating("spiderreservedips.nicpool.io", MutateReservedIPPath, rules(group, version, "spiderreservedips", admissionregistrationv1.ClusterScope, admissionregistrationv1.Create, admissionregistrationv1.Update), nil),
 		},
@@ -126,7 +139,7 @@ func Configurations(o Options) (*admissionregistrationv1.MutatingWebhookConfigur
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: ValidatingName, Labels: map[string]string{"app.kubernetes.io/part-of": "nicpool"}},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			validating("pods.nicpool.io", ValidatePodPath, podRules, podCondition),
+			validating("pods.nicpool.io", ValidatePodPath, podRules, podMatch),
 			validating("spiderippools.nicpool.io", ValidatePoolPath, rules(group, version, "spiderippools", admissionregistrationv1.ClusterScope, admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete), nil),
 			validating("spiderendpoints.nicpool.io", ValidateEndpointPath, rules(group, version, "spiderendpoints", admissionregistrationv1.NamespacedScope, admissionregistrationv1.Create, admissionregistrationv1.Update), nil),
 			validating("spiderreservedips.nicpool.io", ValidateReservedIPPath, rules(group, version, "spiderreservedips", admissionregistrationv1.ClusterScope, admissionregistrationv1.Create, admissionregistrationv1.Update), nil),

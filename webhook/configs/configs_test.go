@@ -72,10 +72,12 @@ func TestConfigurationsFailClosedAndAreScoped(t *testing.T) {
 	}
 }
 
-// Pods that select no nicpool pool, and pods in kube-system or nicpool's namespace,
-// never reach the pod webhooks: the API server's match conditions and namespace
-// selector keep them away, as the webhooks' request counters show.
-func TestOnlyAnnotatedPodsReachThePodWebhooks(t *testing.T) {
+// Pods that neither select a nicpool pool, nor carry nicpool's stamp, nor are
+// controlled by a StatefulSet, and pods in kube-system or nicpool's namespace, never
+// reach the pod webhooks: the API server's match conditions and namespace selector
+// keep them away, as the webhooks' request counters show. The others reach both, and
+// a StatefulSet pod is stamped whatever picks its pools.
+func TestWhichPodsReachThePodWebhooks(t *testing.T) {
 	ctx := context.Background()
 	for _, ns := range []string{"apps", configs.DefaultNamespace} {
 		if err := env.Namespace(ctx, ns, nil); err != nil {
@@ -86,42 +88,76 @@ func TestOnlyAnnotatedPodsReachThePodWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	selects := map[string]string{annotations.IPPool: `{"ipv4":["m-v4"]}`}
-	calls := func() float64 {
-		return metrics.Requests(nicwebhook.MutatePod) + metrics.Requests(nicwebhook.ValidatePod)
+	calls := func() (float64, float64) {
+		return metrics.Requests(nicwebhook.MutatePod), metrics.Requests(nicwebhook.ValidatePod)
+	}
+	yes := true
+	owner := func(apiVersion, kind string, controller bool) []metav1.OwnerReference {
+		r := metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: "web", UID: "00000000-0000-4000-8000-000000000001"}
+		if controller {
+			r.Controller = &yes
+		}
+		return []metav1.OwnerReference{r}
 	}
 
 	for i, tc := range []struct {
 		name, namespace string
 		ann             map[string]string
+		owners          []metav1.OwnerReference
 	}{
-		{"no annotations", "apps", nil},
-		{"other annotations only", "apps", map[string]string{annotations.MultusNetworks: "macvlan-a", "example.com/x": "y"}},
-		{"annotated, in kube-system", "kube-system", selects},
-		{"annotated, in nicpool's namespace", configs.DefaultNamespace, selects},
+		{"no annotations", "apps", nil, nil},
+		{"other annotations only", "apps", map[string]string{annotations.MultusNetworks: "macvlan-a", "example.com/x": "y"}, nil},
+		{"ReplicaSet pod", "apps", nil, owner("apps/v1", "ReplicaSet", true)},
+		{"StatefulSet owner that is not the controller", "apps", nil, owner("apps/v1", "StatefulSet", false)},
+		{"StatefulSet of another API group", "apps", nil, owner("example.com/v1", "StatefulSet", true)},
+		{"annotated, in kube-system", "kube-system", selects, nil},
+		{"annotated, in nicpool's namespace", configs.DefaultNamespace, selects, nil},
+		{"StatefulSet pod in nicpool's namespace", configs.DefaultNamespace, nil, owner("apps/v1", "StatefulSet", true)},
 	} {
-		before := calls()
+		m0, v0 := calls()
 		p := pod(tc.namespace, fmt.Sprintf("away-%d", i), tc.ann)
+		p.OwnerReferences = tc.owners
 		if err := env.Client.Create(ctx, p); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if after := calls(); after != before {
-			t.Errorf("%s: the pod webhooks served %v requests for it; want none", tc.name, after-before)
+		if m1, v1 := calls(); m1 != m0 || v1 != v0 {
+			t.Errorf("%s: the pod webhooks served %v requests for it; want none", tc.name, m1+v1-m0-v0)
 		}
-		if _, resolved := p.Annotations[annotations.IPPools]; resolved {
-			t.Errorf("%s: the pod was mutated", tc.name)
+		for _, k := range []string{annotations.IPPools, annotations.EndpointUID} {
+			if _, ok := p.Annotations[k]; ok {
+				t.Errorf("%s: the pod was mutated (%s)", tc.name, k)
+			}
 		}
 	}
 
-	beforeM, beforeV := metrics.Requests(nicwebhook.MutatePod), metrics.Requests(nicwebhook.ValidatePod)
-	p := pod("apps", "selects", selects)
-	if err := env.Client.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	if metrics.Requests(nicwebhook.MutatePod) <= beforeM || metrics.Requests(nicwebhook.ValidatePod) <= beforeV {
-		t.Errorf("an annotated pod did not reach both pod webhooks")
-	}
-	if p.Annotations[annotations.IPPools] != `[{"interface":"eth0","ipv4":["m-v4"]}]` {
-		t.Errorf("annotated pod not resolved: %v", p.Annotations)
+	for i, tc := range []struct {
+		name   string
+		ann    map[string]string
+		owners []metav1.OwnerReference
+		want   map[string]string // annotations nicpool leaves; "" means absent
+		// validated: the pod still matches after the mutation (a removed stamp
+		// leaves nothing for the validating webhook to check).
+		validated bool
+	}{
+		{"selects pools", selects, nil, map[string]string{annotations.IPPools: `[{"interface":"eth0","ipv4":["m-v4"]}]`, annotations.EndpointUID: ""}, true},
+		{"StatefulSet pod on default pools", nil, owner("apps/v1", "StatefulSet", true), map[string]string{annotations.IPPools: "", annotations.EndpointUID: annotations.NoEndpoint}, true},
+		{"StatefulSet pod selecting pools", selects, owner("apps/v1", "StatefulSet", true), map[string]string{annotations.IPPools: `[{"interface":"eth0","ipv4":["m-v4"]}]`, annotations.EndpointUID: annotations.NoEndpoint}, true},
+		{"forged stamp on another pod", map[string]string{annotations.EndpointUID: "00000000-0000-4000-8000-00000000beef"}, nil, map[string]string{annotations.EndpointUID: ""}, false},
+	} {
+		m0, v0 := calls()
+		p := pod("apps", fmt.Sprintf("reaches-%d", i), tc.ann)
+		p.OwnerReferences = tc.owners
+		if err := env.Client.Create(ctx, p); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if m1, v1 := calls(); m1 <= m0 || (v1 > v0) != tc.validated {
+			t.Errorf("%s: the mutating webhook served %v requests for it, the validating one %v; want at least one, and validated %v", tc.name, m1-m0, v1-v0, tc.validated)
+		}
+		for k, want := range tc.want {
+			if got := p.Annotations[k]; got != want {
+				t.Errorf("%s: annotation %s = %q; want %q", tc.name, k, got, want)
+			}
+		}
 	}
 }
 
