@@ -3,10 +3,10 @@ package pod
 import (
 	"fmt"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/crds/workload"
 )
 
 // stampEndpoint gives a StatefulSet pod the UID of the SpiderEndpoint of the same
@@ -15,7 +15,7 @@ import (
 // a stamp nicpool did not write could hand a node someone else's addresses.
 func (a *Admission) stampEndpoint(pod *Pod, d *Decision) {
 	current, stamped := pod.Annotations[annotations.EndpointUID]
-	if !ownedByStatefulSet(pod.OwnerReferences) {
+	if _, ok := workload.StatefulSetOf(pod.OwnerReferences); !ok {
 		if stamped {
 			d.Remove = append(d.Remove, annotations.EndpointUID)
 		}
@@ -37,14 +37,4 @@ func (a *Admission) stampEndpoint(pod *Pod, d *Decision) {
 	if !stamped || current != want {
 		d.Set = append(d.Set, Annotation{Key: annotations.EndpointUID, Value: want})
 	}
-}
-
-// ownedByStatefulSet reports whether an apps/v1 StatefulSet controls the pod.
-func ownedByStatefulSet(refs []metav1.OwnerReference) bool {
-	for _, r := range refs {
-		if r.Controller != nil && *r.Controller && r.Kind == "StatefulSet" && r.APIVersion == "apps/v1" {
-			return true
-		}
-	}
-	return false
 }
