@@ -11,7 +11,7 @@ export PATH := $(BIN):$(PATH)
 # Binaries of nicpool itself.
 CMDS := nicpool nicpool-ipamd nicpool-webhook nicpool-local
 
-.PHONY: all build test unit e2e bench fuzz generate verify-generate tools lint run up down clean help
+.PHONY: all build test unit e2e bench fuzz generate verify-generate tools tools-node lint run up down clean help
 
 all: build
 
@@ -20,6 +20,9 @@ help: ## list targets
 
 tools: ## build the pinned control plane, controller-gen, CNI plugins and Multus into bin/
 	hack/tools/build.sh
+
+tools-node: ## build what real nodes run into bin/: kubelet, kube-proxy, kubectl, containerd, ctr, runc, CNI loopback
+	hack/tools/build.sh node
 
 build: ## build nicpool's binaries into bin/
 	@mkdir -p $(BIN)

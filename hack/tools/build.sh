@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the pinned tools into bin/, skipping any whose module pins are unchanged since
 # the last build (a stamp next to the binary records the hash of go.mod and go.sum).
-# Usage: hack/tools/build.sh [tool ...]   (default: all)
+# Usage: hack/tools/build.sh [tool|group ...]   (default: the control-plane group)
+# Groups: control-plane (what `make test` needs), node (real nodes: `make up NODE=kubelet`).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin="$root/bin"
@@ -17,16 +18,70 @@ declare -A pkg=(
   [macvlan]="cni:github.com/containernetworking/plugins/plugins/main/macvlan"
   [bridge]="cni:github.com/containernetworking/plugins/plugins/main/bridge"
   [host-local]="cni:github.com/containernetworking/plugins/plugins/ipam/host-local"
+  [loopback]="cni:github.com/containernetworking/plugins/plugins/main/loopback"
   [multus]="cni:gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus"
   [golangci-lint]="lint:github.com/golangci/golangci-lint/v2/cmd/golangci-lint"
+  [runc]="runc:github.com/opencontainers/runc"
+  [containerd]="containerd:github.com/containerd/containerd/v2/cmd/containerd"
+  [containerd-shim-runc-v2]="containerd:github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2"
+  [ctr]="containerd:github.com/containerd/containerd/v2/cmd/ctr"
+  [kubelet]="node:k8s.io/kubernetes/cmd/kubelet"
+  [kube-proxy]="node:k8s.io/kubernetes/cmd/kube-proxy"
+  [kubectl]="node:k8s.io/kubernetes/cmd/kubectl"
+  [crictl]="crictl:sigs.k8s.io/cri-tools/cmd/crictl"
 )
-order=(etcd controller-gen kube-apiserver kube-controller-manager kube-scheduler macvlan bridge host-local multus)
-# golangci-lint is built by `make lint` only: CI's test run does not need it.
-[ $# -gt 0 ] && order=("$@")
+# Build tags and cgo per tool (default: none, cgo as the environment says).
+declare -A tags=(
+  # runc as its release builds it: seccomp (the manifests ask for RuntimeDefault),
+  # static, without cgo lookups of users and hosts.
+  [runc]="seccomp netgo osusergo urfave_cli_no_docs"
+  # containerd without the snapshotters that need C libraries; overlayfs stays.
+  [containerd]="no_btrfs no_devmapper no_zfs"
+  [containerd-shim-runc-v2]="no_btrfs no_devmapper no_zfs"
+  [ctr]="no_btrfs no_devmapper no_zfs"
+)
+declare -A groups=(
+  [control-plane]="etcd controller-gen kube-apiserver kube-controller-manager kube-scheduler macvlan bridge host-local multus"
+  # golangci-lint and crictl are built on request only: no test needs them.
+  [node]="runc containerd containerd-shim-runc-v2 ctr kubelet kube-proxy kubectl loopback"
+)
+order=()
+for arg in "${@:-control-plane}"; do
+  if [ -n "${groups[$arg]:-}" ]; then
+    read -ra more <<<"${groups[$arg]}"
+    order+=("${more[@]}")
+  else
+    order+=("$arg")
+  fi
+done
+
+# seccomp_env points cgo at libseccomp: the system's when its development files are
+# installed, else Debian's libseccomp-dev unpacked (not installed) under bin/.deps.
+seccomp_env() {
+  if pkg-config --exists libseccomp 2>/dev/null && [ -e "$(pkg-config --variable=libdir libseccomp)/libseccomp.a" ]; then
+    return
+  fi
+  local deps="$bin/.deps/libseccomp"
+  if [ ! -f "$deps/.unpacked" ]; then
+    echo "fetching libseccomp-dev (apt-get download) into $deps"
+    local tmp
+    tmp=$(mktemp -d)
+    (cd "$tmp" && apt-get download -q libseccomp-dev 2>/dev/null) ||
+      { apt-get update -q >/dev/null && (cd "$tmp" && apt-get download -q libseccomp-dev 2>/dev/null); } ||
+      { echo "runc needs libseccomp-dev: apt-get install libseccomp-dev" >&2; rm -rf "$tmp"; return 1; }
+    rm -rf "$deps" && mkdir -p "$deps"
+    dpkg -x "$tmp"/libseccomp-dev_*.deb "$deps"
+    rm -rf "$tmp"
+    touch "$deps/.unpacked"
+  fi
+  local pc
+  pc=$(dirname "$(find "$deps" -name libseccomp.pc | head -1)")
+  export PKG_CONFIG_PATH="$pc" PKG_CONFIG_SYSROOT_DIR="$deps"
+}
 
 for tool in "${order[@]}"; do
   spec=${pkg[$tool]:-}
-  [ -n "$spec" ] || { echo "unknown tool $tool (known: ${!pkg[*]})" >&2; exit 2; }
+  [ -n "$spec" ] || { echo "unknown tool $tool (known: ${!pkg[*]}; groups: ${!groups[*]})" >&2; exit 2; }
   mod=${spec%%:*}; p=${spec#*:}
   dir="$root/hack/tools/$mod"
   want=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -c1-16)
@@ -35,6 +90,14 @@ for tool in "${order[@]}"; do
     continue
   fi
   echo "building $tool (hack/tools/$mod)"
-  (cd "$dir" && go build -o "$bin/$tool" "$p")
+  args=(-o "$bin/$tool")
+  [ -z "${tags[$tool]:-}" ] || args+=(-tags "${tags[$tool]}")
+  if [ "$tool" = runc ]; then
+    # runc's nsenter is C: cgo, linked statically so it runs in any container.
+    (seccomp_env && cd "$dir" && CGO_ENABLED=1 go build "${args[@]}" -trimpath \
+      -ldflags "-extldflags -static -X main.version=$(go list -m -f '{{.Version}}' github.com/opencontainers/runc | tr -d v)" "$p")
+  else
+    (cd "$dir" && go build "${args[@]}" "$p")
+  fi
   echo "$want" > "$stamp"
 done
