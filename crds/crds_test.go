@@ -12,10 +12,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds"
+	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/local"
 	"github.com/nicpool/nicpool/e2e/testenv"
@@ -53,12 +55,14 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 		}
 	}
 	deep := run("object:headerFile=hack/boilerplate.go.txt", "paths=./crds/api/...", "output:object:stdout")
-	checked, err := os.ReadFile(filepath.Join(root, "crds/api/v2beta1/zz_generated.deepcopy.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(deep, checked) {
-		t.Errorf("crds/api/v2beta1/zz_generated.deepcopy.go is stale: run `make generate`")
+	for _, file := range []string{"crds/api/v2beta1/zz_generated.deepcopy.go", "crds/api/ipam/v1alpha1/zz_generated.deepcopy.go"} {
+		checked, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(deep, checked) {
+			t.Errorf("%s is stale: run `make generate`", file)
+		}
 	}
 }
 
@@ -261,6 +265,69 @@ spec:
 		_ = local.PrintTable(&out, tbl)
 		if !strings.Contains(out.String(), "INTERFACE") || !strings.Contains(out.String(), "10.6.0.10/16") || !strings.Contains(out.String(), "node-1") {
 			t.Errorf("kubectl get se output lacks interface, address or node:\n%s", out.String())
+		}
+	})
+
+	t.Run("an ipamd selects its own blocks and endpoints by field", func(t *testing.T) {
+		for _, b := range []*ipamv1alpha1.IPBlock{
+			{ObjectMeta: metav1.ObjectMeta{Name: "roundtrip-v4.10.6.0.0"}, Spec: ipamv1alpha1.IPBlockSpec{Pool: "roundtrip-v4", CIDR: "10.6.0.0/28", Node: "node-1"},
+				Status: ipamv1alpha1.IPBlockStatus{Allocations: v2beta1.PoolIPAllocations{"10.6.0.10": {Pod: "default/web-0", PodUID: "uid-1", Interface: "eth0"}}, Allocated: 1, Free: 0}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "roundtrip-v4.10.6.0.16"}, Spec: ipamv1alpha1.IPBlockSpec{Pool: "roundtrip-v4", CIDR: "10.6.0.16/28", Node: "node-2"}, Status: ipamv1alpha1.IPBlockStatus{Free: 3}},
+		} {
+			if err := c.Create(ctx, b); err != nil {
+				t.Fatalf("create block with its records in one request: %v", err)
+			}
+		}
+		var blocks ipamv1alpha1.IPBlockList
+		if err := c.List(ctx, &blocks, client.MatchingFields{ipamv1alpha1.FieldNode: "node-1"}); err != nil {
+			t.Fatal(err)
+		}
+		if len(blocks.Items) != 1 || blocks.Items[0].Status.Allocations["10.6.0.10"].Pod != "default/web-0" {
+			t.Errorf("blocks of node-1: %+v", blocks.Items)
+		}
+		sel := client.MatchingFieldsSelector{Selector: fields.AndSelectors(fields.OneTermEqualSelector(ipamv1alpha1.FieldPool, "roundtrip-v4"), fields.OneTermNotEqualSelector(ipamv1alpha1.FieldFree, "0"))}
+		if err := c.List(ctx, &blocks, sel); err != nil || len(blocks.Items) != 1 || blocks.Items[0].Spec.Node != "node-2" {
+			t.Errorf("blocks of the pool with room: %v %+v", err, blocks.Items)
+		}
+		var eps v2beta1.SpiderEndpointList
+		if err := c.List(ctx, &eps, client.MatchingFields{"status.current.node": "node-1"}); err != nil || len(eps.Items) != 1 || eps.Items[0].Name != "web-0" {
+			t.Errorf("endpoints of node-1: %v %+v", err, eps.Items)
+		}
+		if err := c.List(ctx, &eps, client.MatchingFields{"status.current.node": "node-9"}); err != nil || len(eps.Items) != 0 {
+			t.Errorf("endpoints of node-9: %v %+v", err, eps.Items)
+		}
+
+		b := &ipamv1alpha1.IPBlock{}
+		if err := c.Get(ctx, client.ObjectKey{Name: "roundtrip-v4.10.6.0.16"}, b); err != nil {
+			t.Fatal(err)
+		}
+		moved := b.DeepCopy()
+		moved.Spec.CIDR = "10.6.0.32/28"
+		if err := c.Update(ctx, moved); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "cidr is immutable") {
+			t.Errorf("changing a block's cidr: want 'cidr is immutable', got %v", err)
+		}
+		moved = b.DeepCopy()
+		moved.Spec.Pool = "other"
+		if err := c.Update(ctx, moved); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "pool is immutable") {
+			t.Errorf("changing a block's pool: want 'pool is immutable', got %v", err)
+		}
+		bad := &ipamv1alpha1.IPBlock{ObjectMeta: metav1.ObjectMeta{Name: "bad-block"}, Spec: ipamv1alpha1.IPBlockSpec{Pool: "p", CIDR: "10.6.0.1/28"}}
+		if err := c.Create(ctx, bad); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "canonical CIDR") {
+			t.Errorf("a block cidr with host bits: want 'canonical CIDR', got %v", err)
+		}
+
+		tbl, err := local.GetTable(ctx, env.Config, testenv.BlocksResource, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		_ = local.PrintTable(&out, tbl)
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		if got, want := strings.Fields(lines[0]), []string{"NAME", "POOL", "CIDR", "NODE", "ALLOCATED", "FREE", "AGE"}; !cmp.Equal(got, want) {
+			t.Errorf("kubectl get ipblocks columns %v, want %v", got, want)
+		}
+		if want := []string{"roundtrip-v4.10.6.0.0", "roundtrip-v4", "10.6.0.0/28", "node-1", "1", "0"}; !cmp.Equal(strings.Fields(lines[1])[:6], want) {
+			t.Errorf("kubectl get ipblocks row %v, want %v", lines[1], want)
 		}
 	})
 }

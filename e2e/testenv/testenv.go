@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/nicpool/nicpool/crds"
+	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 )
 
@@ -55,13 +56,17 @@ type Env struct {
 	stopErr  error
 }
 
-// NewScheme returns a scheme with core Kubernetes types and nicpool's types.
+// NewScheme returns a scheme with core Kubernetes types and nicpool's types (the
+// spiderpool API and nicpool's own storage API).
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	if err := v2beta1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := ipamv1alpha1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	if err := apiextensionsv1.AddToScheme(s); err != nil {
@@ -185,4 +190,5 @@ var (
 	PoolsResource      = v2beta1.GroupVersion.WithResource("spiderippools")
 	EndpointsResource  = v2beta1.GroupVersion.WithResource("spiderendpoints")
 	ReservedIPResource = v2beta1.GroupVersion.WithResource("spiderreservedips")
+	BlocksResource     = ipamv1alpha1.GroupVersion.WithResource("ipblocks")
 )

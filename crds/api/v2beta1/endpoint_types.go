@@ -6,10 +6,12 @@ import (
 
 // SpiderEndpoint records the addresses of one pod, one entry per interface. It has the
 // pod's namespace and name; for a StatefulSet pod it outlives the pod so that the
-// recreated pod can take its addresses over.
+// recreated pod can take its addresses over. status.current.node is a selectable field:
+// an ipamd watches only the endpoints of its own node.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Namespaced,shortName=se,categories={spiderpool}
+// +kubebuilder:selectablefield:JSONPath=`.status.current.node`
 // +kubebuilder:printcolumn:name="INTERFACE",type=string,JSONPath=`.status.current.ips[*].interface`
 // +kubebuilder:printcolumn:name="IPV4",type=string,JSONPath=`.status.current.ips[*].ipv4`
 // +kubebuilder:printcolumn:name="IPV6",type=string,JSONPath=`.status.current.ips[*].ipv6`
