@@ -1,0 +1,155 @@
+package block
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/allocator"
+)
+
+// ErrFull is the result of an allocation in a block with no free address: the caller
+// tries another block. It is not the pool's exhaustion.
+var ErrFull = errors.New("block has no free address")
+
+// Holds reports whether a record is still held by owner: the same pod (namespace/name)
+// and pod UID, and the same interface unless owner names none. Releases and transfers
+// touch a record only while this holds, so a decision taken on an older copy never
+// frees or moves an address that someone else holds now.
+func Holds(rec v2beta1.PoolIPAllocation, o allocator.Owner) bool {
+	return o.Pod != "" && o.PodUID != "" && rec.Pod == o.Pod && rec.PodUID == o.PodUID &&
+		(o.Interface == "" || rec.Interface == o.Interface)
+}
+
+// owns reports whether a record is owner's allocation: the pod UID and interface an
+// allocation is made for (I2 counts per pod UID and interface).
+func owns(rec v2beta1.PoolIPAllocation, o allocator.Owner) bool {
+	return rec.PodUID == o.PodUID && rec.Interface == o.Interface
+}
+
+// Apply applies ops in order to the status of block blk (modified in place) and
+// returns one result per op and whether the status changed. r decides which of the
+// block's addresses are allocatable; records outside it (spec shrunk, address reserved
+// later) are kept and never handed out again. An allocation takes the first free
+// address after the one handed out last, wrapping around, so a released address is
+// reused as late as the block allows.
+func Apply(r *allocator.Range, blk netip.Prefix, st *v1alpha1.IPBlockStatus, ops []allocator.Op) ([]allocator.Result, bool) {
+	if st.Allocations == nil {
+		st.Allocations = v2beta1.PoolIPAllocations{}
+	}
+	recs := st.Allocations
+	addrs := Addresses(r, blk)
+	results := make([]allocator.Result, len(ops))
+	changed := false
+	for i, op := range ops {
+		res := &results[i]
+		switch op.Kind {
+		case allocator.Allocate:
+			if a, ok := held(recs, op.Owner); ok {
+				res.Addr, res.Existing = a, true
+				continue
+			}
+			a, ok := next(addrs, recs, st.LastAllocated)
+			if !ok {
+				res.Err = fmt.Errorf("block %s: %w", blk, ErrFull)
+				continue
+			}
+			recs[a.String()] = v2beta1.PoolIPAllocation{Pod: op.Owner.Pod, PodUID: op.Owner.PodUID, Interface: op.Owner.Interface}
+			st.LastAllocated = a.String()
+			res.Addr, changed = a, true
+		case allocator.Release:
+			for key, rec := range recs {
+				if !Holds(rec, op.Owner) {
+					continue
+				}
+				a, err := netip.ParseAddr(key)
+				if err != nil || (len(op.Addrs) > 0 && !contains(op.Addrs, a)) {
+					continue
+				}
+				delete(recs, key)
+				res.Changed = append(res.Changed, a)
+				changed = true
+			}
+		case allocator.Transfer:
+			from := allocator.Owner{Pod: op.Owner.Pod, PodUID: op.FromUID, Interface: op.Owner.Interface}
+			for _, a := range op.Addrs {
+				rec, ok := recs[a.String()]
+				switch {
+				case ok && owns(rec, op.Owner) && rec.Pod == op.Owner.Pod:
+					res.Changed = append(res.Changed, a)
+				case ok && op.Owner.Interface != "" && Holds(rec, from):
+					recs[a.String()] = v2beta1.PoolIPAllocation{Pod: op.Owner.Pod, PodUID: op.Owner.PodUID, Interface: op.Owner.Interface}
+					res.Changed = append(res.Changed, a)
+					changed = true
+				default:
+					res.Err = fmt.Errorf("transfer %s from pod UID %s to %s: %w", a, op.FromUID, op.Owner.Pod, allocator.ErrNotHeld)
+				}
+			}
+		}
+	}
+	allocated, free := int64(len(recs)), Free(addrs, recs)
+	if st.Allocated != allocated || st.Free != free {
+		st.Allocated, st.Free, changed = allocated, free, true
+	}
+	return results, changed
+}
+
+// Free counts the addresses of addrs that no record holds.
+func Free(addrs []netip.Addr, recs v2beta1.PoolIPAllocations) int64 {
+	var n int64
+	for _, a := range addrs {
+		if _, taken := recs[a.String()]; !taken {
+			n++
+		}
+	}
+	return n
+}
+
+// next returns the first address of addrs after last that no record holds, wrapping
+// around to the block's start.
+func next(addrs []netip.Addr, recs v2beta1.PoolIPAllocations, last string) (netip.Addr, bool) {
+	start := 0
+	if l, err := netip.ParseAddr(last); err == nil {
+		for start < len(addrs) && !l.Less(addrs[start]) {
+			start++
+		}
+	}
+	for k := range addrs {
+		a := addrs[(start+k)%len(addrs)]
+		if _, taken := recs[a.String()]; !taken {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// held returns the address owner holds in a block, the lowest when an older
+// allocator left several, so every retry sees the same one.
+func held(recs v2beta1.PoolIPAllocations, o allocator.Owner) (netip.Addr, bool) {
+	var best netip.Addr
+	for key, rec := range recs {
+		if !owns(rec, o) {
+			continue
+		}
+		if a, err := netip.ParseAddr(key); err == nil && (!best.IsValid() || a.Less(best)) {
+			best = a
+		}
+	}
+	return best, best.IsValid()
+}
+
+// Held returns the address owner holds in a block's records, if any.
+func Held(st *v1alpha1.IPBlockStatus, o allocator.Owner) (netip.Addr, bool) {
+	return held(st.Allocations, o)
+}
+
+func contains(list []netip.Addr, a netip.Addr) bool {
+	for _, b := range list {
+		if a == b {
+			return true
+		}
+	}
+	return false
+}
