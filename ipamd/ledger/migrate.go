@@ -1,0 +1,169 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/block"
+)
+
+// Migrate moves the records of a pool written in the older layout (the pool's
+// status.allocatedIPs) into its blocks, keeping every address with its holder, then
+// empties status.allocatedIPs with a compare-and-swap on the pool: a record another
+// writer added or changed meanwhile makes it start again, so nothing is lost. It is
+// idempotent and safe to run from several processes at once; ipamd runs it before it
+// touches a pool that still has such records, the webhook's pool controller for every
+// pool.
+func (l *Ledger) Migrate(ctx context.Context, pool string) error {
+	return l.migrate(ctx, l.poolState(pool))
+}
+
+func (l *Ledger) migrate(ctx context.Context, ps *poolState) error {
+	ps.migrate.Lock()
+	defer ps.migrate.Unlock()
+	for attempt := 1; ; attempt++ {
+		p := &v2beta1.SpiderIPPool{}
+		if err := l.opts.Fresh.Get(ctx, client.ObjectKey{Name: ps.name}, p); err != nil {
+			return err
+		}
+		if len(p.Status.AllocatedIPs) == 0 {
+			return nil
+		}
+		if err := l.Import(ctx, p, p.Status.AllocatedIPs); err != nil {
+			return fmt.Errorf("migrate the records of pool %s into blocks: %w", p.Name, err)
+		}
+		p.Status.AllocatedIPs = nil
+		p.ManagedFields = nil
+		err := l.opts.Client.Status().Update(ctx, p)
+		switch {
+		case err == nil:
+			l.opts.Log.Info("moved the pool's records into blocks", "pool", p.Name)
+			return nil
+		case apierrors.IsConflict(err) && attempt < maxAttempts:
+			continue // a record changed meanwhile: import what the pool holds now
+		default:
+			return fmt.Errorf("empty status.allocatedIPs of pool %s after moving its records into blocks: %w", p.Name, err)
+		}
+	}
+}
+
+// Import writes records of the pool into its blocks: each address's record becomes
+// what recs says, whoever held it in the block before; blocks that do not exist are
+// created without a node. It is how records written elsewhere (the older layout,
+// another IPAM) enter the ledger, and it is idempotent.
+func (l *Ledger) Import(ctx context.Context, pool *v2beta1.SpiderIPPool, recs v2beta1.PoolIPAllocations) error {
+	subnet, err := netip.ParsePrefix(pool.Spec.Subnet)
+	if err != nil {
+		return fmt.Errorf("pool %s spec.subnet %q: %w", pool.Name, pool.Spec.Subnet, err)
+	}
+	byBlock := map[netip.Prefix]v2beta1.PoolIPAllocations{}
+	for key, rec := range recs {
+		a, err := netip.ParseAddr(key)
+		if err != nil || !subnet.Contains(a) {
+			l.opts.Log.Info("record left out: its address is not in the pool's subnet", "pool", pool.Name, "address", key, "pod", rec.Pod)
+			continue
+		}
+		blk := block.Of(subnet, a)
+		if byBlock[blk] == nil {
+			byBlock[blk] = v2beta1.PoolIPAllocations{}
+		}
+		byBlock[blk][a.String()] = rec
+	}
+	ps := l.poolState(pool.Name)
+	v, err := l.view(ctx, ps)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	sem := make(chan struct{}, 8)
+	for blk, part := range byBlock {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := l.importBlock(ctx, v, blk, part); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// importBlock writes recs into one block, creating it when it does not exist.
+func (l *Ledger) importBlock(ctx context.Context, v *poolView, blk netip.Prefix, recs v2beta1.PoolIPAllocations) error {
+	name := block.Name(v.pool.Name, blk)
+	q := l.queue(v.pool.Name, name, blk)
+	create := true // most blocks of a pool being migrated do not exist yet
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		if create {
+			b := newBlock(v, blk, "")
+			b.Status.Allocations = recs
+			setCounts(v, blk, b)
+			err := l.opts.Client.Create(ctx, b)
+			if err == nil {
+				b.ManagedFields = nil
+				q.offer(b)
+				return nil
+			}
+			if !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create block %s: %w", name, err)
+			}
+			create = false
+		}
+		cur, err := l.read(ctx, q)
+		if errors.Is(err, errBlockGone) {
+			create = true
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if cur.Spec.Pool != v.pool.Name || cur.Spec.CIDR != blk.String() {
+			return fmt.Errorf("IPBlock %s holds %s of pool %s, not %s of pool %s", name, cur.Spec.CIDR, cur.Spec.Pool, blk, v.pool.Name)
+		}
+		upd := cur.DeepCopy()
+		if upd.Status.Allocations == nil {
+			upd.Status.Allocations = v2beta1.PoolIPAllocations{}
+		}
+		changed := false
+		for key, rec := range recs {
+			if upd.Status.Allocations[key] != rec {
+				upd.Status.Allocations[key], changed = rec, true
+			}
+		}
+		if !changed {
+			return nil
+		}
+		setCounts(v, blk, upd)
+		err = l.opts.Client.Patch(ctx, upd, client.MergeFromWithOptions(cur, client.MergeFromWithOptimisticLock{}))
+		switch {
+		case err == nil:
+			upd.ManagedFields = nil
+			q.offer(upd)
+			return nil
+		case apierrors.IsConflict(err):
+			continue
+		default:
+			return fmt.Errorf("write block %s: %w", name, err)
+		}
+	}
+	return fmt.Errorf("write block %s: %d conflicts in a row", name, maxAttempts)
+}
+
+// setCounts sets a block's allocated and free counts from its records.
+func setCounts(v *poolView, blk netip.Prefix, b *ipamv1alpha1.IPBlock) {
+	b.Status.Allocated = int64(len(b.Status.Allocations))
+	b.Status.Free = block.Free(block.Addresses(v.rng, blk), b.Status.Allocations)
+}

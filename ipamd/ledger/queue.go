@@ -1,0 +1,290 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
+	"github.com/nicpool/nicpool/ipamd/allocator"
+	"github.com/nicpool/nicpool/ipamd/block"
+)
+
+// errBlockGone says a block was deleted: allocations look for another one, releases
+// have nothing to release there.
+var errBlockGone = errors.New("block no longer exists")
+
+// Linger is how long an idle block queue waits before its first write, so that
+// requests on their way join it.
+var Linger = 2 * time.Millisecond
+
+// queue serialises the writes of one block: at most one write per block is in flight
+// from this process, and requests arriving meanwhile form the next batch.
+type queue struct {
+	name string
+	pool string
+	cidr netip.Prefix
+
+	mu      sync.Mutex
+	pending []*request
+	running bool
+	// latest is the newest copy of the block this process has: the one it last wrote
+	// or read. The cache lags behind our own writes; this does not.
+	latest *ipamv1alpha1.IPBlock
+	// fastest is the quickest write of this block seen: the unit of the conflict pause.
+	fastest time.Duration
+	// reserved counts allocations routed to this block and not answered yet.
+	reserved int64
+}
+
+type request struct {
+	ctx   context.Context
+	ops   []allocator.Op
+	adopt bool // claim the block for this node if no node has it
+	done  chan outcome
+}
+
+type outcome struct {
+	results []allocator.Result
+	err     error
+}
+
+func (l *Ledger) queue(pool, name string, cidr netip.Prefix) *queue {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.queues[name]
+	if q == nil {
+		q = &queue{name: name, pool: pool, cidr: cidr}
+		l.queues[name] = q
+	}
+	return q
+}
+
+// offer records a copy of the block read or written elsewhere, if it is newer.
+func (q *queue) offer(b *ipamv1alpha1.IPBlock) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.latest == nil || newer(b.ResourceVersion, q.latest.ResourceVersion) {
+		q.latest = b
+	}
+}
+
+// current returns the newest copy of the block known to this process: the cached one,
+// or the one this process last wrote or read when that is newer; when neither exists,
+// the API server's. Do not modify it.
+func (l *Ledger) current(ctx context.Context, q *queue) (*ipamv1alpha1.IPBlock, error) {
+	q.mu.Lock()
+	latest := q.latest
+	q.mu.Unlock()
+	cached := &ipamv1alpha1.IPBlock{}
+	err := l.opts.Cache.Get(ctx, client.ObjectKey{Name: q.name}, cached, client.UnsafeDisableDeepCopy)
+	switch {
+	case err == nil:
+		if latest != nil && newer(latest.ResourceVersion, cached.ResourceVersion) {
+			return latest, nil
+		}
+		return cached, nil
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	case latest != nil:
+		return latest, nil
+	}
+	return l.read(ctx, q)
+}
+
+// read gets the block from the API server and remembers it.
+func (l *Ledger) read(ctx context.Context, q *queue) (*ipamv1alpha1.IPBlock, error) {
+	fresh := &ipamv1alpha1.IPBlock{}
+	if err := l.opts.Fresh.Get(ctx, client.ObjectKey{Name: q.name}, fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("block %s: %w", q.name, errBlockGone)
+		}
+		return nil, err
+	}
+	fresh.ManagedFields = nil
+	q.mu.Lock()
+	q.latest = fresh
+	q.mu.Unlock()
+	return fresh, nil
+}
+
+// do applies ops to the block in one of its next writes and returns one result per op.
+// The error is for the whole request (block gone, API unreachable, ctx done); per-op
+// failures such as a full block are in the results. When ctx ends while a write is in
+// flight, the write may still land: every op is idempotent by owner, so the next
+// request repairs it.
+func (l *Ledger) do(ctx context.Context, q *queue, adopt bool, ops ...allocator.Op) ([]allocator.Result, error) {
+	req := &request{ctx: ctx, ops: ops, adopt: adopt, done: make(chan outcome, 1)}
+	q.mu.Lock()
+	q.pending = append(q.pending, req)
+	start := !q.running
+	q.running = true
+	q.mu.Unlock()
+	if start {
+		go l.flush(q)
+	}
+	select {
+	case out := <-req.done:
+		return out.results, out.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (l *Ledger) flush(q *queue) {
+	time.Sleep(Linger)
+	for {
+		q.mu.Lock()
+		batch := q.pending
+		q.pending = nil
+		if len(batch) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		l.commit(q, batch)
+	}
+}
+
+// commit writes one batch with a compare-and-swap merge patch, following the retry
+// policy. Requests that arrive while a retry is pending join it.
+func (l *Ledger) commit(q *queue, batch []*request) {
+	ctx := context.Background()
+	fail := func(reqs []*request, err error) {
+		for _, r := range reqs {
+			r.done <- outcome{err: err}
+		}
+	}
+	serverFailures := 0
+	for attempt := 1; ; attempt++ {
+		batch = live(batch)
+		if len(batch) == 0 {
+			return
+		}
+		cur, err := l.current(ctx, q)
+		if err == nil && (cur.Spec.Pool != q.pool || cur.Spec.CIDR != q.cidr.String()) {
+			err = fmt.Errorf("IPBlock %s holds %s of pool %s, not %s of pool %s: delete it if its pool is gone", q.name, cur.Spec.CIDR, cur.Spec.Pool, q.cidr, q.pool)
+		}
+		if err != nil {
+			fail(batch, err)
+			return
+		}
+		rng, refuse, err := l.poolRange(ctx, q.pool, q.cidr)
+		if err != nil {
+			fail(batch, err)
+			return
+		}
+		obj := cur.DeepCopy()
+		results, changed := l.apply(rng, refuse, obj, batch)
+		if !changed {
+			deliver(batch, results)
+			return
+		}
+		began := time.Now()
+		err = l.opts.Client.Patch(ctx, obj, client.MergeFromWithOptions(cur, client.MergeFromWithOptimisticLock{}))
+		took := time.Since(began)
+		q.mu.Lock()
+		if q.fastest == 0 || took < q.fastest {
+			q.fastest = took
+		}
+		unit := q.fastest
+		q.mu.Unlock()
+		switch {
+		case err == nil:
+			obj.ManagedFields = nil
+			q.offer(obj)
+			deliver(batch, results)
+			return
+		case apierrors.IsConflict(err) && attempt < maxAttempts:
+			time.Sleep(conflictPause(attempt, unit))
+			if _, rerr := l.read(ctx, q); rerr != nil {
+				fail(batch, fmt.Errorf("re-read block %s after a write conflict: %w", q.name, rerr))
+				return
+			}
+			q.mu.Lock()
+			batch = append(batch, q.pending...)
+			q.pending = nil
+			q.mu.Unlock()
+		case apierrors.IsNotFound(err):
+			q.mu.Lock()
+			q.latest = nil
+			q.mu.Unlock()
+			fail(batch, fmt.Errorf("block %s: %w", q.name, errBlockGone))
+			return
+		default:
+			serverFailures++
+			if pause, ok := serverRetry(err, serverFailures); ok {
+				time.Sleep(pause)
+				continue
+			}
+			fail(batch, fmt.Errorf("write block %s of pool %s: %w", q.name, q.pool, err))
+			return
+		}
+	}
+}
+
+// apply runs every request's ops on obj and splits the results by request. refuse,
+// when set, refuses allocations of owners that hold nothing in the block yet.
+func (l *Ledger) apply(rng *allocator.Range, refuse error, obj *ipamv1alpha1.IPBlock, batch []*request) ([][]allocator.Result, bool) {
+	var ops []allocator.Op
+	adopt := false
+	for _, r := range batch {
+		ops = append(ops, r.ops...)
+		adopt = adopt || r.adopt
+	}
+	var refused []int
+	if refuse != nil {
+		for i := range ops {
+			if ops[i].Kind == allocator.Allocate {
+				if _, ok := block.Held(&obj.Status, ops[i].Owner); !ok {
+					refused = append(refused, i)
+					ops[i] = allocator.Op{Kind: allocator.Release} // a no-op stand-in: an owner without pod holds nothing
+				}
+			}
+		}
+	}
+	flat, changed := block.Apply(rng, cidrOf(obj), &obj.Status, ops)
+	for _, i := range refused {
+		flat[i] = allocator.Result{Err: refuse}
+	}
+	if adopt && obj.Spec.Node == "" && l.opts.Node != "" {
+		obj.Spec.Node, changed = l.opts.Node, true
+	}
+	out := make([][]allocator.Result, len(batch))
+	for i, r := range batch {
+		out[i], flat = flat[:len(r.ops)], flat[len(r.ops):]
+	}
+	return out, changed
+}
+
+// cidrOf returns the block's CIDR as written in its spec.
+func cidrOf(b *ipamv1alpha1.IPBlock) netip.Prefix {
+	p, _ := netip.ParsePrefix(b.Spec.CIDR)
+	return p
+}
+
+func deliver(batch []*request, results [][]allocator.Result) {
+	for i, r := range batch {
+		r.done <- outcome{results: results[i]}
+	}
+}
+
+// live drops requests whose caller has gone: nothing is written for them.
+func live(batch []*request) []*request {
+	out := batch[:0]
+	for _, r := range batch {
+		if r.ctx.Err() != nil {
+			r.done <- outcome{err: r.ctx.Err()}
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
