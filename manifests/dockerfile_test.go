@@ -2,6 +2,7 @@ package manifests_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -32,6 +33,35 @@ func TestInstallCNIMatchesTheDockerfile(t *testing.T) {
 	}
 	if !strings.Contains(string(df), "FROM busybox") || install.Command[0] != "/bin/sh" {
 		t.Errorf("the init container's shell must come from the image's base")
+	}
+}
+
+// The init container's script, run against stand-ins for the image's plugin and the
+// host's /opt/cni/bin, installs the plugin under both of its names.
+func TestInstallCNIInstallsBothNames(t *testing.T) {
+	ds := object[appsv1.DaemonSet](t, render(t, "."), "DaemonSet", "nicpool-ipamd")
+	install := ds.Spec.Template.Spec.InitContainers[0]
+	image, host := t.TempDir(), t.TempDir()
+	plugin := filepath.Join(image, "nicpool")
+	if err := os.WriteFile(plugin, []byte("plugin v2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// What an older install left behind is replaced.
+	if err := os.WriteFile(filepath.Join(host, "spiderpool"), []byte("old"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.NewReplacer("/opt/nicpool/nicpool", plugin, "/host/opt/cni/bin", host).Replace(install.Command[len(install.Command)-1])
+	if out, err := exec.Command(install.Command[0], "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("init container script: %v: %s", err, out)
+	}
+	for _, name := range []string{"nicpool", "spiderpool"} {
+		data, err := os.ReadFile(filepath.Join(host, name))
+		if err != nil || string(data) != "plugin v2" {
+			t.Errorf("%s in /opt/cni/bin: %q, %v: want the plugin", name, data, err)
+		}
+	}
+	if entries, _ := os.ReadDir(host); len(entries) != 2 {
+		t.Errorf("/opt/cni/bin holds %d entries, want the two names only (no temporary file left)", len(entries))
 	}
 }
 
