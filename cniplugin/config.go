@@ -31,7 +31,8 @@ type Config struct {
 	CNIVersion string
 	// Network is the CNI network name.
 	Network string
-	// SocketPath is ipamd's unix socket (ipam_unix_socket_path).
+	// SocketPath is ipamd's unix socket (ipam_unix_socket_path), beneath RunDir; empty
+	// when the configured path is refused.
 	SocketPath string
 	// DefaultIPv4Pools and DefaultIPv6Pools (default_ipv4_ippool, default_ipv6_ippool)
 	// apply when neither the pod nor its namespace names pools.
@@ -41,10 +42,16 @@ type Config struct {
 	CleanGateway bool
 	// Timeout bounds each call to ipamd (request_timeout).
 	Timeout time.Duration
-	// LogFile is where the plugin logs (log_file_path); empty means stderr.
+	// LogFile is where the plugin logs (log_file_path), beneath LogDir; empty means
+	// stderr (also when the configured path is refused).
 	LogFile string
 	// LogLevel is the least severe level logged (log_level).
 	LogLevel slog.Level
+	// Refused is the first key the plugin will not honour: a path outside its
+	// directories, or a spiderpool feature nicpool does not have. ADD, CHECK, GC and
+	// STATUS fail with it before touching any file; DEL, which must let a pod go, does
+	// without the key.
+	Refused *types.Error
 
 	// prevConf holds prevResult, the result of ADD, present for CHECK (and DEL from
 	// 1.0.0 on); it is parsed only by the verbs that use it, so that DEL never fails
@@ -86,7 +93,18 @@ type ipamConf struct {
 	Timeout          *time.Duration
 	LogFile          string
 	LogLevel         string
+	// MatchMasterSubnet is spiderpool's match_master_subnet (pick the pool whose
+	// subnet matches the SR-IOV master's), which nicpool does not implement.
+	MatchMasterSubnet bool
 }
+
+// spiderpool's defaults for its socket and log paths. A network configuration written
+// for spiderpool may spell them out; they name spiderpool's agent and log, which
+// nicpool replaces, so they read as if the key were absent.
+const (
+	spiderpoolSocketPath = "/var/run/spidernet/spiderpool.sock"
+	spiderpoolLogPath    = "/var/log/spidernet/spiderpool.log"
+)
 
 // decodeIPAM reads the keys nicpool knows and ignores the others (spiderpool's log
 // rotation keys, keys of other tools), as CNI configs are shared documents.
@@ -138,6 +156,11 @@ func decodeIPAM(raw json.RawMessage) (*ipamConf, *types.Error) {
 		}
 		c.CleanGateway = &b
 	}
+	if v, ok := keys["match_master_subnet"]; ok {
+		if err := json.Unmarshal(v, &c.MatchMasterSubnet); err != nil {
+			return nil, invalidConfig("ipam.match_master_subnet", "must be true or false")
+		}
+	}
 	if v, ok := keys["request_timeout"]; ok {
 		d, err := parseTimeout(v)
 		if err != nil {
@@ -174,7 +197,6 @@ func ParseConfig(stdin []byte) (*Config, error) {
 		DefaultIPv4Pools: ipam.DefaultIPv4Pools,
 		DefaultIPv6Pools: ipam.DefaultIPv6Pools,
 		Timeout:          DefaultTimeout,
-		LogFile:          ipam.LogFile,
 		LogLevel:         slog.LevelInfo,
 	}
 	if c.CNIVersion == "" {
@@ -184,12 +206,7 @@ func ParseConfig(stdin []byte) (*Config, error) {
 	if c.Network == "" {
 		return nil, invalidConfig("name", `the network configuration has no "name": set it to the network's name`)
 	}
-	if p := ipam.SocketPath; p != "" {
-		if !filepath.IsAbs(p) {
-			return nil, invalidConfig("ipam.ipam_unix_socket_path", fmt.Sprintf("%q is not an absolute path: give ipamd's socket as an absolute path such as %s", p, api.DefaultSocketPath))
-		}
-		c.SocketPath = filepath.Clean(p)
-	}
+	c.confine(ipam)
 	for _, f := range []struct {
 		name  string
 		pools []string
@@ -209,9 +226,6 @@ func ParseConfig(stdin []byte) (*Config, error) {
 			return nil, invalidConfig("ipam.request_timeout", fmt.Sprintf("%s is out of range: give a duration between 1s and %s, such as \"30s\"", t, MaxTimeout))
 		}
 		c.Timeout = t
-	}
-	if ipam.LogFile != "" && !filepath.IsAbs(ipam.LogFile) {
-		return nil, invalidConfig("ipam.log_file_path", fmt.Sprintf("%q is not an absolute path: give an absolute file path such as /var/log/nicpool/cni.log, or leave it out to log to stderr", ipam.LogFile))
 	}
 	if ipam.LogLevel != "" {
 		lvl, ok := parseLevel(ipam.LogLevel)
@@ -237,6 +251,36 @@ func ParseConfig(stdin []byte) (*Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// confine takes the configured paths that are beneath the plugin's directories and
+// records the first that is not, or a spiderpool feature nicpool lacks, as Refused.
+func (c *Config) confine(ipam *ipamConf) {
+	if p := ipam.SocketPath; p != "" && p != spiderpoolSocketPath {
+		if _, ok := beneath(RunDir, p); ok {
+			c.SocketPath = filepath.Clean(p)
+		} else {
+			c.SocketPath = ""
+			c.refuse(invalidConfig("ipam.ipam_unix_socket_path", fmt.Sprintf("%.200q is not beneath %s: nicpool's plugin connects only to ipamd's socket there; leave the key out (the default is %s)", p, RunDir, api.DefaultSocketPath)))
+		}
+	}
+	if p := ipam.LogFile; p != "" && p != spiderpoolLogPath {
+		if _, ok := beneath(LogDir, p); ok {
+			c.LogFile = filepath.Clean(p)
+		} else {
+			c.refuse(invalidConfig("ipam.log_file_path", fmt.Sprintf("%.200q is not beneath %s: nicpool's plugin writes only there; give a path such as %s/cni.log, or leave the key out to log to stderr", p, LogDir, LogDir)))
+		}
+	}
+	if ipam.MatchMasterSubnet {
+		c.refuse(invalidConfig("ipam.match_master_subnet", "nicpool does not pick pools by the subnet of the master interface: remove the key and name the pools in default_ipv4_ippool / default_ipv6_ippool or in the pod's ipam.spidernet.io/ippools annotation"))
+	}
+}
+
+// refuse records the first key the plugin will not honour.
+func (c *Config) refuse(e *types.Error) {
+	if c.Refused == nil {
+		c.Refused = e
+	}
 }
 
 // PrevResult is prevResult parsed in the config's version; nil when there is none.

@@ -37,9 +37,10 @@ func TestParseConfig(t *testing.T) {
 			"log_file_path":"/var/log/spidernet/spiderpool.log","log_file_max_size":"100M","log_file_max_age":"30d",
 			"log_file_max_count":7,"log_level":"DEBUG"}}`,
 		check: func(t *testing.T, c *Config) {
-			if c.SocketPath != "/var/run/spidernet/spiderpool.sock" || !c.CleanGateway ||
+			// spiderpool's own socket and log read as nicpool's defaults.
+			if c.SocketPath != api.DefaultSocketPath || !c.CleanGateway || c.Refused != nil ||
 				!slices.Equal(c.DefaultIPv4Pools, []string{"v4-a", "v4-b"}) || !slices.Equal(c.DefaultIPv6Pools, []string{"v6"}) ||
-				c.LogFile != "/var/log/spidernet/spiderpool.log" || c.LogLevel != slog.LevelDebug {
+				c.LogFile != "" || c.LogLevel != slog.LevelDebug {
 				t.Errorf("got %+v", *c)
 			}
 			nc := c.NetworkConfig()
@@ -151,7 +152,6 @@ func TestParseConfigErrors(t *testing.T) {
 		{"ipam not an object", `{"cniVersion":"1.0.0","name":"n","ipam":"nicpool"}`, types.ErrInvalidNetworkConfig, "ipam:"},
 		{"no name", `{"cniVersion":"1.0.0","ipam":{}}`, types.ErrInvalidNetworkConfig, "name"},
 		{"name not a string", `{"cniVersion":"1.0.0","name":5,"ipam":{}}`, types.ErrInvalidNetworkConfig, "name"},
-		{"relative socket", `{"name":"n","ipam":{"ipam_unix_socket_path":"ipamd.sock"}}`, types.ErrInvalidNetworkConfig, "ipam.ipam_unix_socket_path"},
 		{"socket not a string", `{"name":"n","ipam":{"ipam_unix_socket_path":1}}`, types.ErrInvalidNetworkConfig, "ipam.ipam_unix_socket_path"},
 		{"pools of numbers", `{"name":"n","ipam":{"default_ipv4_ippool":[1]}}`, types.ErrInvalidNetworkConfig, "ipam.default_ipv4_ippool"},
 		{"empty pool name", `{"name":"n","ipam":{"default_ipv6_ippool":["ok",""]}}`, types.ErrInvalidNetworkConfig, "ipam.default_ipv6_ippool[1]"},
@@ -162,7 +162,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"timeout negative", `{"name":"n","ipam":{"request_timeout":"-3s"}}`, types.ErrInvalidNetworkConfig, "ipam.request_timeout"},
 		{"timeout huge", `{"name":"n","ipam":{"request_timeout":1e300}}`, types.ErrInvalidNetworkConfig, "ipam.request_timeout"},
 		{"timeout a bool", `{"name":"n","ipam":{"request_timeout":true}}`, types.ErrInvalidNetworkConfig, "ipam.request_timeout"},
-		{"relative log file", `{"name":"n","ipam":{"log_file_path":"cni.log"}}`, types.ErrInvalidNetworkConfig, "ipam.log_file_path"},
+		{"match_master_subnet not a bool", `{"name":"n","ipam":{"match_master_subnet":"yes"}}`, types.ErrInvalidNetworkConfig, "ipam.match_master_subnet"},
 		{"unknown log level", `{"name":"n","ipam":{"log_level":"chatty"}}`, types.ErrInvalidNetworkConfig, "ipam.log_level"},
 		{"attachment without ifname", `{"name":"n","ipam":{},"cni.dev/valid-attachments":[{"containerID":"c"}]}`, types.ErrInvalidNetworkConfig, "cni.dev/valid-attachments[0]"},
 	}
@@ -176,6 +176,61 @@ func TestParseConfigErrors(t *testing.T) {
 				t.Errorf("error %q does not name %q", err, tt.field)
 			}
 		})
+	}
+}
+
+// A network configuration is written by whoever may create a NetworkAttachmentDefinition
+// and read by a root plugin: every path outside the plugin's two directories is
+// refused on its text alone, before any file is looked at, with a message naming the
+// key. The configuration still parses, so that DEL can let the pod go.
+func TestParseConfigRefusesPathsOutsideItsDirectories(t *testing.T) {
+	tests := []struct {
+		name, ipam, key string
+	}{
+		{"socket elsewhere", `"ipam_unix_socket_path":"/etc/shadow"`, "ipam.ipam_unix_socket_path"},
+		{"socket relative", `"ipam_unix_socket_path":"ipamd.sock"`, "ipam.ipam_unix_socket_path"},
+		{"socket climbing out", `"ipam_unix_socket_path":"/run/nicpool/../docker.sock"`, "ipam.ipam_unix_socket_path"},
+		{"socket is the directory", `"ipam_unix_socket_path":"/run/nicpool"`, "ipam.ipam_unix_socket_path"},
+		{"socket in a sibling with the same prefix", `"ipam_unix_socket_path":"/run/nicpoolx/ipamd.sock"`, "ipam.ipam_unix_socket_path"},
+		{"socket through /var/run", `"ipam_unix_socket_path":"/var/run/nicpool/ipamd.sock"`, "ipam.ipam_unix_socket_path"},
+		{"socket path too long", `"ipam_unix_socket_path":"/run/nicpool/` + strings.Repeat("a", 5000) + `"`, "ipam.ipam_unix_socket_path"},
+		{"log elsewhere", `"log_file_path":"/etc/cron.d/x"`, "ipam.log_file_path"},
+		{"log relative", `"log_file_path":"cni.log"`, "ipam.log_file_path"},
+		{"log climbing out", `"log_file_path":"/var/log/nicpool/a/../../../../etc/passwd"`, "ipam.log_file_path"},
+		{"log is the directory", `"log_file_path":"/var/log/nicpool/"`, "ipam.log_file_path"},
+		{"log in a sibling with the same prefix", `"log_file_path":"/var/log/nicpool.d/cni.log"`, "ipam.log_file_path"},
+		{"log in the run directory", `"log_file_path":"/run/nicpool/cni.log"`, "ipam.log_file_path"},
+		{"spiderpool's master subnet matching", `"match_master_subnet":true`, "ipam.match_master_subnet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool",` + tt.ipam + `}}`))
+			if err != nil {
+				t.Fatalf("ParseConfig: %v: a refused key must leave a config DEL can use", err)
+			}
+			if c.Refused == nil || c.Refused.Code != types.ErrInvalidNetworkConfig || !strings.HasPrefix(c.Refused.Msg, tt.key+": ") {
+				t.Fatalf("Refused = %v, want code %d naming %s", c.Refused, types.ErrInvalidNetworkConfig, tt.key)
+			}
+			if len(c.Refused.Msg) > 1000 {
+				t.Errorf("the message repeats a huge path: %d bytes", len(c.Refused.Msg))
+			}
+			if c.SocketPath != "" && !strings.HasPrefix(c.SocketPath, RunDir+"/") || c.LogFile != "" && !strings.HasPrefix(c.LogFile, LogDir+"/") {
+				t.Errorf("a refused path is kept: socket %q, log %q", c.SocketPath, c.LogFile)
+			}
+		})
+	}
+}
+
+func TestParseConfigAcceptsPathsBeneathItsDirectories(t *testing.T) {
+	c, err := ParseConfig([]byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"ipam_unix_socket_path":"/run/nicpool/node-1/ipamd.sock","log_file_path":"/var/log/nicpool/net1/./cni.log","match_master_subnet":false}}`))
+	if err != nil || c.Refused != nil {
+		t.Fatalf("ParseConfig: %v, refused %v", err, c.Refused)
+	}
+	if c.SocketPath != "/run/nicpool/node-1/ipamd.sock" || c.LogFile != "/var/log/nicpool/net1/cni.log" {
+		t.Errorf("socket %q, log %q", c.SocketPath, c.LogFile)
+	}
+	if !strings.HasPrefix(api.DefaultSocketPath, RunDir+"/") {
+		t.Errorf("ipamd's default socket %s is not beneath %s", api.DefaultSocketPath, RunDir)
 	}
 }
 

@@ -22,6 +22,10 @@ const (
 // fromIPAMD turns a failed call to ipamd into the CNI error the runtime sees, keeping
 // ipamd's code and saying what to do.
 func fromIPAMD(verb, socket string, err error) *types.Error {
+	var refused *refusedPath
+	if errors.As(err, &refused) {
+		return invalidConfig("ipam.ipam_unix_socket_path", fmt.Sprintf("%s: %v: name ipamd's socket beneath %s, or leave the key out (the default is %s)", verb, refused, RunDir, api.DefaultSocketPath))
+	}
 	if errors.Is(err, api.ErrUnreachable) {
 		return types.NewError(types.ErrTryAgainLater,
 			fmt.Sprintf("%s: ipamd is not answering on %s: try again later; if it persists, check that the nicpool-ipamd pod runs on this node and that ipam_unix_socket_path matches its socket", verb, socket),

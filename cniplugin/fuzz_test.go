@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -30,11 +29,14 @@ func FuzzParseConfig(f *testing.F) {
 			}
 			return
 		}
-		if c.Network == "" || !filepath.IsAbs(c.SocketPath) || c.Timeout < time.Second || c.Timeout > MaxTimeout {
+		if c.Network == "" || c.Timeout < time.Second || c.Timeout > MaxTimeout {
 			t.Fatalf("config breaks its invariants: %+v", *c)
 		}
-		if c.LogFile != "" && !filepath.IsAbs(c.LogFile) {
-			t.Fatalf("relative log file accepted: %q", c.LogFile)
+		if _, ok := beneath(RunDir, c.SocketPath); !ok && (c.SocketPath != "" || c.Refused == nil) {
+			t.Fatalf("socket %q accepted outside %s", c.SocketPath, RunDir)
+		}
+		if _, ok := beneath(LogDir, c.LogFile); !ok && c.LogFile != "" {
+			t.Fatalf("log file %q accepted outside %s", c.LogFile, LogDir)
 		}
 		for _, a := range c.ValidAttachments {
 			if a.ContainerID == "" || a.IfName == "" {

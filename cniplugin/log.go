@@ -1,10 +1,13 @@
 package cniplugin
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
+
+	"github.com/containernetworking/cni/pkg/types"
 )
 
 // maxLogSize is when the log file is rotated (to one ".1" backup): every CNI call of
@@ -12,27 +15,30 @@ import (
 const maxLogSize = 10 << 20
 
 // openLog returns the logger the config asks for and a function that closes its file.
-// A log file that cannot be opened must not fail the CNI call, so it falls back to
-// stderr, which runtimes capture.
-func openLog(c *Config) (*slog.Logger, func()) {
+// A log file refused by the path rules is a CNI error naming log_file_path; one that
+// cannot be opened for another reason (a full or read-only disk) must not fail the
+// CNI call, so the plugin logs to stderr, which runtimes capture.
+func openLog(c *Config, plugin string) (*slog.Logger, func(), *types.Error) {
 	var w io.Writer = os.Stderr
 	closeFn := func() {}
+	var openErr error
+	var refused *types.Error
 	if c.LogFile != "" {
-		if f, err := openLogFile(c.LogFile); err == nil {
+		rel, _ := beneath(LogDir, c.LogFile)
+		f, err := logDir().appendTo(rel)
+		var r *refusedPath
+		switch {
+		case errors.As(err, &r):
+			refused = invalidConfig("ipam.log_file_path", fmt.Sprintf("%v: give a regular file beneath %s, or leave the key out to log to stderr", r, LogDir))
+		case err != nil:
+			openErr = err
+		default:
 			w, closeFn = f, func() { _ = f.Close() }
 		}
 	}
-	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: c.LogLevel})
-	return slog.New(h).With("plugin", "nicpool", "pid", os.Getpid()), closeFn
-}
-
-func openLogFile(path string) (*os.File, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
+	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: c.LogLevel})).With("plugin", plugin, "pid", os.Getpid())
+	if openErr != nil {
+		log.Warn("logging to stderr: cannot open log_file_path", "error", openErr.Error())
 	}
-	if st, err := os.Stat(path); err == nil && st.Size() > maxLogSize {
-		// Concurrent plugins may race to rotate; losing a few lines is acceptable.
-		_ = os.Rename(path, path+".1")
-	}
-	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	return log, closeFn, refused
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -15,17 +17,47 @@ import (
 	"github.com/nicpool/nicpool/ipamd/api"
 )
 
-// SupportedVersions are the CNI spec versions the plugin speaks.
-var SupportedVersions = version.PluginSupports("0.3.1", "0.4.0", "1.0.0", "1.1.0")
+// SupportedVersions are the CNI spec versions the plugin speaks (0.3.0 for networks
+// written for spiderpool, which speaks it).
+var SupportedVersions = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
+
+// The names the binary is installed under: its own, and spiderpool's, so that networks
+// written for spiderpool (and the DELs runtimes cached for their pods) reach nicpool.
+const (
+	Name           = "nicpool"
+	NameSpiderpool = "spiderpool"
+)
+
+// DelWait is how long DEL keeps trying an unreachable ipamd (no socket, connection
+// refused or dropped, no answer) before it succeeds without it. It covers an ipamd
+// container restart; past it, a pod being deleted must not hang in Terminating for a
+// node daemon that is being rolled out or uninstalled, and the garbage collector
+// releases the addresses of deleted pods.
+const DelWait = 5 * time.Second
+
+// delRetryInterval is the pause between DEL's attempts while ipamd is unreachable.
+const delRetryInterval = 200 * time.Millisecond
 
 // Plugin serves the CNI verbs; Stdout receives ADD's result.
 type Plugin struct {
 	Stdout io.Writer
+	// Name is what the plugin was installed as (Name or NameSpiderpool), for its logs.
+	Name string
 }
 
-// Funcs are the CNI verbs of a plugin printing to stdout, for skel.PluginMainFuncs.
+// Funcs are the CNI verbs of the plugin this process runs, printing to stdout, for
+// skel.PluginMainFuncs.
 func Funcs() skel.CNIFuncs {
-	return (&Plugin{Stdout: os.Stdout}).Funcs()
+	return (&Plugin{Stdout: os.Stdout, Name: InstalledName()}).Funcs()
+}
+
+// InstalledName is the name this process was executed under: NameSpiderpool for the
+// copy installed as spiderpool, else Name.
+func InstalledName() string {
+	if filepath.Base(os.Args[0]) == NameSpiderpool {
+		return NameSpiderpool
+	}
+	return Name
 }
 
 // Funcs are p's CNI verbs; none of them panics.
@@ -48,18 +80,37 @@ type call struct {
 	log    *slog.Logger
 }
 
-func begin(verb string, args *skel.CmdArgs) (*call, func(), error) {
+// begin refuses, before touching any file, a configuration with a key the plugin will
+// not honour; except for DEL, which logs the refusal and goes on without the key.
+func (p *Plugin) begin(verb string, args *skel.CmdArgs) (*call, func(), error) {
 	conf, err := ParseConfig(args.StdinData)
 	if err != nil {
 		return nil, nil, err
 	}
-	log, closeLog := openLog(conf)
+	lenient := verb == "DEL"
+	if conf.Refused != nil && !lenient {
+		return nil, nil, conf.Refused
+	}
+	name := p.Name
+	if name == "" {
+		name = Name
+	}
+	log, closeLog, refusedLog := openLog(conf, name)
+	if refusedLog != nil && !lenient {
+		closeLog()
+		return nil, nil, refusedLog
+	}
 	log = log.With("verb", verb, "network", conf.Network)
 	if args.ContainerID != "" {
 		log = log.With("container", args.ContainerID, "interface", args.IfName)
 	}
+	for _, r := range []*types.Error{conf.Refused, refusedLog} {
+		if r != nil {
+			log.Warn("going on without a refused key", "refused", r.Msg)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), conf.Timeout)
-	c := &call{conf: conf, client: api.NewClient(conf.SocketPath, conf.Timeout), ctx: ctx, log: log}
+	c := &call{conf: conf, client: api.NewClientDial(conf.dial, conf.Timeout), ctx: ctx, log: log}
 	return c, func() { cancel(); closeLog() }, nil
 }
 
@@ -75,7 +126,7 @@ func attachment(args *skel.CmdArgs, pod PodArgs) api.Attachment {
 
 // Add allocates the interface's addresses and prints them as a result.
 func (p *Plugin) Add(args *skel.CmdArgs) error {
-	c, done, err := begin("ADD", args)
+	c, done, err := p.begin("ADD", args)
 	if err != nil {
 		return err
 	}
@@ -118,7 +169,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 
 // Del releases the interface's addresses; what ipamd does not know is released.
 func (p *Plugin) Del(args *skel.CmdArgs) error {
-	c, done, err := begin("DEL", args)
+	c, done, err := p.begin("DEL", args)
 	if err != nil {
 		return err
 	}
@@ -127,27 +178,58 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	// the reservation by container and interface, so a malformed CNI_ARGS only loses
 	// the pod's name.
 	pod, _ := ParseArgs(args.Args)
-	resp, err := c.client.Release(c.ctx, &api.ReleaseRequest{
+	log := c.log
+	if pod.Pod.Name != "" {
+		log = log.With("pod", pod.Pod.Namespace+"/"+pod.Pod.Name)
+	}
+	if c.conf.SocketPath == "" {
+		log.Warn("not released: ipam_unix_socket_path is refused; the garbage collector releases the addresses once the pod is deleted")
+		return nil
+	}
+	resp, err := c.releaseWaiting(&api.ReleaseRequest{
 		Attachment: attachment(args, pod),
 		Pod:        pod.Pod,
 		Network:    c.conf.NetworkConfig(),
 	})
 	var e *api.Error
-	if errors.As(err, &e) && e.Code == api.CodeUnknownContainer {
-		c.log.Info("nothing to release: ipamd does not know the container or pod", "reason", e.Error())
+	switch {
+	case errors.As(err, &e) && e.Code == api.CodeUnknownContainer:
+		log.Info("nothing to release: ipamd does not know the container or pod", "reason", e.Error())
 		return nil
-	}
-	if err != nil {
-		c.log.Error("release failed", "error", err)
+	case errors.Is(err, api.ErrUnreachable):
+		// The pod goes without ipamd: its addresses stay recorded until the garbage
+		// collector sees the pod deleted (a StatefulSet pod that returns keeps them).
+		log.Warn("not released: ipamd is unreachable; the garbage collector releases the addresses once the pod is deleted", "error", err.Error())
+		return nil
+	case err != nil:
+		log.Error("release failed", "error", err)
 		return fromIPAMD("DEL", c.conf.SocketPath, err)
 	}
-	c.log.Info("released", "released", resp.Released, "kept", resp.Kept)
+	log.Info("released", "released", resp.Released, "kept", resp.Kept)
 	return nil
+}
+
+// releaseWaiting asks ipamd to release, trying again while ipamd is unreachable, for
+// up to DelWait (or the request timeout when shorter).
+func (c *call) releaseWaiting(req *api.ReleaseRequest) (*api.ReleaseResponse, error) {
+	deadline := time.Now().Add(min(DelWait, c.conf.Timeout))
+	for {
+		resp, err := c.client.Release(c.ctx, req)
+		var refused *refusedPath
+		if !errors.Is(err, api.ErrUnreachable) || errors.As(err, &refused) || time.Until(deadline) < delRetryInterval {
+			return resp, err
+		}
+		select {
+		case <-c.ctx.Done():
+			return nil, err
+		case <-time.After(delRetryInterval):
+		}
+	}
 }
 
 // Check fails unless ipamd holds exactly the addresses of prevResult.
 func (p *Plugin) Check(args *skel.CmdArgs) error {
-	c, done, err := begin("CHECK", args)
+	c, done, err := p.begin("CHECK", args)
 	if err != nil {
 		return err
 	}
@@ -199,7 +281,7 @@ func reservationMissing(args *skel.CmdArgs, want Reservation, why string) error 
 
 // GC releases the network's reservations that are not valid attachments.
 func (p *Plugin) GC(args *skel.CmdArgs) error {
-	c, done, err := begin("GC", args)
+	c, done, err := p.begin("GC", args)
 	if err != nil {
 		return err
 	}
@@ -223,7 +305,7 @@ func (p *Plugin) GC(args *skel.CmdArgs) error {
 
 // Status fails with code 50 when ADD cannot succeed.
 func (p *Plugin) Status(args *skel.CmdArgs) error {
-	c, done, err := begin("STATUS", args)
+	c, done, err := p.begin("STATUS", args)
 	if err != nil {
 		return err
 	}
@@ -231,6 +313,9 @@ func (p *Plugin) Status(args *skel.CmdArgs) error {
 	resp, err := c.client.Status(c.ctx, &api.StatusRequest{Network: c.conf.NetworkConfig()})
 	if err != nil {
 		e := fromIPAMD("STATUS", c.conf.SocketPath, err)
+		if e.Code == types.ErrInvalidNetworkConfig {
+			return e
+		}
 		return types.NewError(types.ErrPluginNotAvailable, e.Msg, e.Details)
 	}
 	if !resp.Ready {

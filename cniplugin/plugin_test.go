@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -22,11 +23,37 @@ import (
 // was asked. It stands in for ipamd only to test the plugin's translation between CNI
 // and the socket API; the real ipamd is exercised by the integration tests.
 type fakeIPAMD struct {
+	// socket is where it listens; the configurations name it as RunDir/ipamd.sock, which
+	// the test's environment relocates to socket's directory.
 	socket string
+
+	// dropFirst is how many connections to close unanswered before serving.
+	dropFirst atomic.Int32
 
 	mu       sync.Mutex
 	answers  map[string]answer
 	requests map[string][]byte
+}
+
+// droppingListener closes the connections its fake is told to drop.
+type droppingListener struct {
+	net.Listener
+	f *fakeIPAMD
+}
+
+func (l droppingListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.f.dropFirst.Load() > 0 {
+			l.f.dropFirst.Add(-1)
+			_ = c.Close()
+			continue
+		}
+		return c, nil
+	}
 }
 
 type answer struct {
@@ -42,13 +69,14 @@ func startFakeIPAMD(t *testing.T) *fakeIPAMD {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	t.Setenv(EnvRunDir, dir)
 	f := &fakeIPAMD{socket: filepath.Join(dir, "ipamd.sock"), answers: map[string]answer{}, requests: map[string][]byte{}}
 	l, err := net.Listen("unix", f.socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(f.serve)}
-	go func() { _ = srv.Serve(l) }()
+	go func() { _ = srv.Serve(droppingListener{l, f}) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return f
 }
@@ -95,7 +123,7 @@ func (f *fakeIPAMD) request(t *testing.T, path string, into any) bool {
 }
 
 func (f *fakeIPAMD) conf(cniVersion string, ipamExtra string) []byte {
-	ipam := `"type":"nicpool","ipam_unix_socket_path":"` + f.socket + `","request_timeout":"2s"`
+	ipam := `"type":"nicpool","ipam_unix_socket_path":"` + RunDir + `/ipamd.sock","request_timeout":"2s"`
 	if ipamExtra != "" {
 		ipam += "," + ipamExtra
 	}
@@ -185,6 +213,7 @@ func TestUnreachableIPAMD(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
+	t.Setenv(EnvRunDir, dir)
 	// A socket file whose daemon died (killed, so it could not remove it) refuses
 	// connections; a missing file is what a node without ipamd has.
 	stale := filepath.Join(dir, "stale.sock")
@@ -194,16 +223,39 @@ func TestUnreachableIPAMD(t *testing.T) {
 	}
 	l.SetUnlinkOnClose(false)
 	_ = l.Close()
-	for _, sock := range []string{filepath.Join(dir, "none.sock"), stale} {
-		conf := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","ipam_unix_socket_path":"` + sock + `"},"cni.dev/valid-attachments":[]}`)
+	for _, sock := range []string{"none.sock", "stale.sock", "no-such-dir/ipamd.sock"} {
+		conf := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","ipam_unix_socket_path":"` + RunDir + "/" + sock + `","request_timeout":1},"cni.dev/valid-attachments":[]}`)
 		p := (&Plugin{Stdout: io.Discard}).Funcs()
-		for verb, want := range map[string]uint{"ADD": types.ErrTryAgainLater, "DEL": types.ErrTryAgainLater, "GC": types.ErrTryAgainLater, "STATUS": types.ErrPluginNotAvailable} {
-			fn := map[string]func(*skel.CmdArgs) error{"ADD": p.Add, "DEL": p.Del, "GC": p.GC, "STATUS": p.Status}[verb]
+		for verb, want := range map[string]uint{"ADD": types.ErrTryAgainLater, "GC": types.ErrTryAgainLater, "STATUS": types.ErrPluginNotAvailable} {
+			fn := map[string]func(*skel.CmdArgs) error{"ADD": p.Add, "GC": p.GC, "STATUS": p.Status}[verb]
 			err := fn(cmdArgs(conf))
 			if cniCode(err) != want || !strings.Contains(err.Error(), "ipamd is not answering") {
-				t.Errorf("%s on %s: %v: want code %d saying ipamd is not answering", verb, filepath.Base(sock), err, want)
+				t.Errorf("%s on %s: %v: want code %d saying ipamd is not answering", verb, sock, err, want)
 			}
 		}
+		// A pod being deleted must not wait for a node daemon that is being rolled out
+		// or uninstalled: DEL gives up on ipamd and leaves the release to the GC.
+		if err := p.Del(cmdArgs(conf)); err != nil {
+			t.Errorf("DEL on %s: %v: want success once ipamd stays unreachable", sock, err)
+		}
+	}
+}
+
+// DEL keeps trying while ipamd is unreachable, and releases through it as soon as it
+// answers: here it drops the first connection unanswered, as a daemon killed mid-call.
+func TestDelRetriesWhileIPAMDIsUnreachable(t *testing.T) {
+	f := startFakeIPAMD(t)
+	f.answer(api.PathRelease, 200, api.ReleaseResponse{Released: []string{"10.6.0.7"}})
+	f.dropFirst.Store(1)
+	if err := (&Plugin{Stdout: io.Discard}).Funcs().Del(cmdArgs(f.conf("1.1.0", ""))); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	var req api.ReleaseRequest
+	if !f.request(t, api.PathRelease, &req) || req.ContainerID != "c1" {
+		t.Errorf("DEL did not reach ipamd once it answered: %+v", req)
+	}
+	if f.dropFirst.Load() != 0 {
+		t.Errorf("the dropped connection was never made")
 	}
 }
 
@@ -213,8 +265,8 @@ func TestTimeoutIsTryAgainLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "s")
-	l, err := net.Listen("unix", sock)
+	t.Setenv(EnvRunDir, dir)
+	l, err := net.Listen("unix", filepath.Join(dir, "s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +280,7 @@ func TestTimeoutIsTryAgainLater(t *testing.T) {
 	go func() { _ = srv.Serve(l) }()
 	defer srv.Close()
 	defer close(release)
-	conf := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"ipam_unix_socket_path":"` + sock + `","request_timeout":1}}`)
+	conf := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"ipam_unix_socket_path":"` + RunDir + `/s","request_timeout":1}}`)
 	err = (&Plugin{Stdout: io.Discard}).Funcs().Add(cmdArgs(conf))
 	if cniCode(err) != types.ErrTryAgainLater {
 		t.Errorf("ADD against a stuck ipamd: %v: want code 11", err)
@@ -365,12 +417,13 @@ func TestGuardTurnsPanicsIntoErrors(t *testing.T) {
 func TestLogFile(t *testing.T) {
 	f := startFakeIPAMD(t)
 	f.answer(api.PathRelease, 200, api.ReleaseResponse{Released: []string{"10.6.0.7"}})
-	logFile := filepath.Join(t.TempDir(), "sub", "cni.log")
-	stdin := f.conf("1.1.0", `"log_file_path":"`+logFile+`","log_level":"info"`)
-	if err := (&Plugin{Stdout: io.Discard}).Funcs().Del(cmdArgs(stdin)); err != nil {
+	dir := t.TempDir()
+	t.Setenv(EnvLogDir, dir)
+	stdin := f.conf("1.1.0", `"log_file_path":"`+LogDir+`/sub/cni.log","log_level":"info"`)
+	if err := (&Plugin{Stdout: io.Discard, Name: NameSpiderpool}).Funcs().Del(cmdArgs(stdin)); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(logFile)
+	data, err := os.ReadFile(filepath.Join(dir, "sub", "cni.log"))
 	if err != nil {
 		t.Fatalf("log file: %v", err)
 	}
@@ -378,7 +431,7 @@ func TestLogFile(t *testing.T) {
 	if err := json.Unmarshal(data, &line); err != nil {
 		t.Fatalf("log line is not JSON: %v: %s", err, data)
 	}
-	if line["msg"] != "released" || line["container"] != "c1" || line["interface"] != "net1" || line["verb"] != "DEL" {
+	if line["msg"] != "released" || line["container"] != "c1" || line["interface"] != "net1" || line["verb"] != "DEL" || line["plugin"] != NameSpiderpool {
 		t.Errorf("log line %s", data)
 	}
 }

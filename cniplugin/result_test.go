@@ -137,7 +137,7 @@ func TestPrintEachVersion(t *testing.T) {
 			if got.CNIVersion != v {
 				t.Errorf("cniVersion %q, want %q", got.CNIVersion, v)
 			}
-			wantIPVersion := map[string][2]string{"0.3.1": {"4", "6"}, "0.4.0": {"4", "6"}, "1.0.0": {"", ""}, "1.1.0": {"", ""}}[v]
+			wantIPVersion := map[string][2]string{"0.3.0": {"4", "6"}, "0.3.1": {"4", "6"}, "0.4.0": {"4", "6"}, "1.0.0": {"", ""}, "1.1.0": {"", ""}}[v]
 			if len(got.IPs) != 2 || got.IPs[0].Version != wantIPVersion[0] || got.IPs[1].Version != wantIPVersion[1] {
 				t.Errorf("ips %+v: want versions %q", got.IPs, wantIPVersion)
 			}

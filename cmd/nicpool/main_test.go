@@ -47,18 +47,29 @@ func TestNoKubernetesInImportGraph(t *testing.T) {
 	}
 }
 
-// TestVersion is what a runtime sees when it asks the plugin what it speaks.
+// TestVersion is what a runtime sees when it asks the plugin what it speaks, under
+// either of the names it is installed as.
 func TestVersion(t *testing.T) {
-	cmd := exec.Command(binary)
-	cmd.Env = []string{"CNI_COMMAND=VERSION"}
-	cmd.Stdin = strings.NewReader(`{"cniVersion":"1.1.0"}`)
-	out, err := cmd.Output()
+	spiderpool := filepath.Join(t.TempDir(), "spiderpool")
+	data, err := os.ReadFile(binary)
 	if err != nil {
-		t.Fatalf("VERSION: %v", err)
+		t.Fatal(err)
 	}
-	want := `{"cniVersion":"1.1.0","supportedVersions":["0.3.1","0.4.0","1.0.0","1.1.0"]}`
-	if got := string(bytes.TrimSpace(out)); got != want {
-		t.Errorf("VERSION printed %s, want %s", got, want)
+	if err := os.WriteFile(spiderpool, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, bin := range []string{binary, spiderpool} {
+		cmd := exec.Command(bin)
+		cmd.Env = []string{"CNI_COMMAND=VERSION"}
+		cmd.Stdin = strings.NewReader(`{"cniVersion":"1.1.0"}`)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("VERSION as %s: %v", filepath.Base(bin), err)
+		}
+		want := `{"cniVersion":"1.1.0","supportedVersions":["0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"]}`
+		if got := string(bytes.TrimSpace(out)); got != want {
+			t.Errorf("VERSION as %s printed %s, want %s", filepath.Base(bin), got, want)
+		}
 	}
 }
 
@@ -88,9 +99,10 @@ func BenchmarkExecVersion(b *testing.B) {
 // TestMalformedCallsGetCNIErrors: whatever a runtime or a user passes, the binary
 // answers a CNI error on stdout and exits 1; it never dies with a Go panic.
 func TestMalformedCallsGetCNIErrors(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "no-ipamd.sock")
-	good := `{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","ipam_unix_socket_path":"` + sock + `"}}`
-	base := []string{"CNI_CONTAINERID=c1", "CNI_NETNS=/proc/1/ns/net", "CNI_IFNAME=net1", "CNI_PATH=/opt/cni/bin", "CNI_ARGS=K8S_POD_NAMESPACE=a;K8S_POD_NAME=b"}
+	// The run directory is empty: no ipamd on this "node".
+	run := "NICPOOL_CNI_RUN_DIR=" + t.TempDir()
+	good := `{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","ipam_unix_socket_path":"/run/nicpool/ipamd.sock","request_timeout":1}}`
+	base := []string{run, "CNI_CONTAINERID=c1", "CNI_NETNS=/proc/1/ns/net", "CNI_IFNAME=net1", "CNI_PATH=/opt/cni/bin", "CNI_ARGS=K8S_POD_NAMESPACE=a;K8S_POD_NAME=b"}
 	tests := []struct {
 		name  string
 		env   []string
@@ -104,11 +116,12 @@ func TestMalformedCallsGetCNIErrors(t *testing.T) {
 		{"ADD without CNI_IFNAME", []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_NETNS=/proc/1/ns/net", "CNI_PATH=/opt/cni/bin"}, good, 4},
 		{"ADD with CNI_ARGS that are not KEY=VALUE", []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_NETNS=/proc/1/ns/net", "CNI_IFNAME=net1", "CNI_PATH=/opt/cni/bin", "CNI_ARGS=;;=;x"}, good, 4},
 		{"ADD with ipamd absent", append([]string{"CNI_COMMAND=ADD"}, base...), good, 11},
-		{"DEL with ipamd absent", append([]string{"CNI_COMMAND=DEL"}, base...), good, 11},
+		{"ADD with a socket outside /run/nicpool", append([]string{"CNI_COMMAND=ADD"}, base...), strings.Replace(good, "/run/nicpool/", "/var/run/docker/", 1), 7},
+		{"ADD with a log file outside /var/log/nicpool", append([]string{"CNI_COMMAND=ADD"}, base...), strings.Replace(good, `"type"`, `"log_file_path":"/etc/cron.d/x","type"`, 1), 7},
 		{"CHECK without prevResult", append([]string{"CNI_COMMAND=CHECK"}, base...), good, 7},
-		{"GC without valid attachments", []string{"CNI_COMMAND=GC", "CNI_PATH=/opt/cni/bin"}, good, 7},
-		{"STATUS with ipamd absent", []string{"CNI_COMMAND=STATUS", "CNI_PATH=/opt/cni/bin"}, good, 50},
-		{"unknown command", []string{"CNI_COMMAND=FROB", "CNI_PATH=/opt/cni/bin"}, good, 4},
+		{"GC without valid attachments", []string{run, "CNI_COMMAND=GC", "CNI_PATH=/opt/cni/bin"}, good, 7},
+		{"STATUS with ipamd absent", []string{run, "CNI_COMMAND=STATUS", "CNI_PATH=/opt/cni/bin"}, good, 50},
+		{"unknown command", []string{run, "CNI_COMMAND=FROB", "CNI_PATH=/opt/cni/bin"}, good, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,5 +149,22 @@ func TestMalformedCallsGetCNIErrors(t *testing.T) {
 				t.Errorf("error %+v, want code %d with a message", e, tt.code)
 			}
 		})
+	}
+}
+
+// TestDelWithIPAMDAbsent: a pod deleted while its node has no ipamd (a rollout, an
+// uninstall) is let go: DEL exits 0 with nothing on stdout, and says on stderr that
+// the release is left to the garbage collector.
+func TestDelWithIPAMDAbsent(t *testing.T) {
+	cmd := exec.Command(binary)
+	cmd.Env = []string{"NICPOOL_CNI_RUN_DIR=" + t.TempDir(), "CNI_COMMAND=DEL", "CNI_CONTAINERID=c1", "CNI_NETNS=/proc/1/ns/net", "CNI_IFNAME=net1", "CNI_PATH=/opt/cni/bin", "CNI_ARGS=K8S_POD_NAMESPACE=a;K8S_POD_NAME=b"}
+	cmd.Stdin = strings.NewReader(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","request_timeout":1}}`)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("DEL: %v: %s%s", err, stdout.String(), stderr.String())
+	}
+	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "garbage collector") || !strings.Contains(stderr.String(), `"pod":"a/b"`) {
+		t.Errorf("stdout %q, stderr %q", stdout.String(), stderr.String())
 	}
 }

@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nicpool/nicpool/cniplugin"
 )
 
 // BenchmarkPluginAddDel is one pod interface's life as the nicpool binary sees it: the
@@ -29,8 +31,8 @@ func BenchmarkPluginAddDel(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer suite.env.Client.Delete(ctx, obj)
-	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"bench-net","type":"macvlan","ipam":{"type":"nicpool","ipam_unix_socket_path":%q,"default_ipv4_ippool":["bench-pool"],"log_file_path":%q}}`,
-		suite.ipamd.socket, suite.logFile)
+	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"bench-net","type":"macvlan","ipam":{"type":"nicpool","default_ipv4_ippool":["bench-pool"],"log_file_path":%q}}`,
+		cniplugin.LogDir+"/"+logName)
 	plugin := filepath.Join(suite.binDir, "nicpool")
 	var cpu float64
 	run := func(verb, container string) {
@@ -38,6 +40,7 @@ func BenchmarkPluginAddDel(b *testing.B) {
 		cmd.Env = []string{
 			"CNI_COMMAND=" + verb, "CNI_CONTAINERID=" + container, "CNI_NETNS=/var/run/netns/bench", "CNI_IFNAME=" + podInterface,
 			"CNI_PATH=" + suite.binDir,
+			cniplugin.EnvRunDir + "=" + suite.runDir, cniplugin.EnvLogDir + "=" + suite.logDir,
 			"CNI_ARGS=K8S_POD_NAMESPACE=" + testNamespace + ";K8S_POD_NAME=bench-a;K8S_POD_UID=" + string(obj.UID),
 			// The plugin checks CNI_NETNS only after a successful ADD; no namespace is
 			// needed to measure it alone.

@@ -22,7 +22,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/api"
 )
 
 // podInterface is the interface every test pod gets from the macvlan network, as
@@ -144,8 +146,8 @@ func newNetwork(t *testing.T, name, cniVersion string, ipam map[string]any) *net
 	t.Helper()
 	full := map[string]any{
 		"type":                  "nicpool",
-		"ipam_unix_socket_path": suite.ipamd.socket,
-		"log_file_path":         suite.logFile,
+		"ipam_unix_socket_path": api.DefaultSocketPath,
+		"log_file_path":         cniplugin.LogDir + "/" + logName,
 		"log_level":             "debug",
 	}
 	for k, v := range ipam {
@@ -392,6 +394,16 @@ func addressOf(t *testing.T, r *current.Result) netip.Prefix {
 	}
 	t.Fatalf("result has no IPv4 address: %v", r)
 	return netip.Prefix{}
+}
+
+// pluginLog is the plugin's log so far.
+func pluginLog(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(suite.logFile)
+	if err != nil {
+		t.Fatalf("plugin log: %v", err)
+	}
+	return string(data)
 }
 
 // dumpLog shows the end of the plugin's and ipamd's logs when a test failed.

@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/client-go/rest"
 
+	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/daemon"
@@ -27,6 +28,7 @@ import (
 // ipamd packages and serving its socket in the work directory. It can be stopped and
 // started again, as a DaemonSet pod restarts.
 type ipamd struct {
+	// socket is where it listens on this host; plugins name it as api.DefaultSocketPath.
 	socket  string
 	logFile string
 	env     *testenv.Env
@@ -42,7 +44,7 @@ func startIPAMD(work string, env *testenv.Env) (*ipamd, error) {
 		return nil, err
 	}
 	d := &ipamd{
-		socket:  filepath.Join(work, "run", "ipamd.sock"),
+		socket:  filepath.Join(suite.runDir, filepath.Base(api.DefaultSocketPath)),
 		logFile: logPath,
 		env:     env,
 		log:     funcr.NewJSON(func(obj string) { fmt.Fprintln(logFile, obj) }, funcr.Options{Verbosity: 1}),
@@ -88,7 +90,7 @@ func (d *ipamd) stop() {
 // its caches never synced. It reaches the API server through a proxy that answers
 // discovery (ipamd needs it to build its caches) but holds every list and watch, as an
 // API server too loaded to answer would. It returns the socket once the daemon answers
-// on it, and a function that stops it.
+// on it (as network configurations name it), and a function that stops it.
 func startUnsynced(t *testing.T) (string, func()) {
 	t.Helper()
 	upstream, err := rest.TransportFor(suite.env.Config)
@@ -118,7 +120,7 @@ func startUnsynced(t *testing.T) (string, func()) {
 	}))
 	cfg := &rest.Config{Host: proxy.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
 
-	socket := filepath.Join(suite.work, "starting", "ipamd.sock")
+	socket := filepath.Join(suite.runDir, "starting", "ipamd.sock")
 	dm, err := daemon.New(cfg, daemon.Options{NodeName: nodeName, SocketPath: socket, Scheme: testenv.NewScheme(), Log: suite.ipamd.log})
 	if err != nil {
 		proxy.Close()
@@ -143,7 +145,7 @@ func startUnsynced(t *testing.T) (string, func()) {
 	for {
 		_, err := client.Status(ctx, &api.StatusRequest{})
 		if !errors.Is(err, api.ErrUnreachable) {
-			return socket, stop
+			return cniplugin.RunDir + "/starting/ipamd.sock", stop
 		}
 		select {
 		case <-timeout:

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/e2e/testenv"
 )
 
@@ -25,14 +26,21 @@ const (
 // suite is what every test shares: one control plane, one ipamd, one node, one plugin
 // directory (DEVELOPERS.md: one control plane per test package).
 var suite struct {
-	env     *testenv.Env
-	ipamd   *ipamd
-	node    *node
-	cni     *libcni.CNIConfig
-	binDir  string
+	env    *testenv.Env
+	ipamd  *ipamd
+	node   *node
+	cni    *libcni.CNIConfig
+	binDir string
+	// logFile is where the plugin's log_file_path (LogDir/logName) is on this host.
 	logFile string
 	work    string
+	// runDir and logDir are where the plugin's RunDir and LogDir are on this host: the
+	// test's environment, which the plugins it execs inherit, relocates them.
+	runDir, logDir string
 }
+
+// logName is the plugin's log file in LogDir.
+const logName = "nicpool-cni.log"
 
 func TestMain(m *testing.M) {
 	code, err := run(m)
@@ -52,7 +60,14 @@ func run(m *testing.M) (int, error) {
 	defer os.RemoveAll(work)
 	suite.work = work
 	suite.binDir = filepath.Join(work, "bin")
-	suite.logFile = filepath.Join(work, "log", "nicpool-cni.log")
+	suite.runDir, suite.logDir = filepath.Join(work, "run"), filepath.Join(work, "log")
+	suite.logFile = filepath.Join(suite.logDir, logName)
+	if err := os.Setenv(cniplugin.EnvRunDir, suite.runDir); err != nil {
+		return 0, err
+	}
+	if err := os.Setenv(cniplugin.EnvLogDir, suite.logDir); err != nil {
+		return 0, err
+	}
 	if err := installPlugins(suite.binDir); err != nil {
 		return 0, err
 	}
@@ -89,7 +104,8 @@ func run(m *testing.M) (int, error) {
 }
 
 // installPlugins puts the plugins a runtime would find in its CNI bin directory: the
-// nicpool binary built from this checkout and the real macvlan plugin from bin/.
+// nicpool binary built from this checkout, under its own name and as spiderpool (as
+// ipamd's DaemonSet installs it), and the real macvlan plugin from bin/.
 func installPlugins(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -99,6 +115,13 @@ func installPlugins(dir string) error {
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("build the nicpool plugin: %w\n%s", err, out)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "nicpool"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, cniplugin.NameSpiderpool), data, 0o755); err != nil {
+		return err
 	}
 	macvlan := filepath.Join(root, "bin", "macvlan")
 	if _, err := os.Stat(macvlan); err != nil {

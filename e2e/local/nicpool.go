@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/e2e/cluster"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
@@ -57,7 +58,11 @@ func (s *Stack) buildNicpool(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	// The plugin also serves networks written for spiderpool, as ipamd's DaemonSet
+	// installs it under that name too.
+	link := filepath.Join(s.binDir, cniplugin.NameSpiderpool)
+	_ = os.Remove(link)
+	return os.Symlink(cniplugin.Name, link)
 }
 
 // Service accounts of the manifests, whose RBAC the local components run under.

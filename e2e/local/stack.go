@@ -149,6 +149,7 @@ func (s *Stack) addNode(ctx context.Context, i int) error {
 		BinDir:         s.binDir,
 		Dir:            dir,
 		RunDir:         runDir,
+		LogDir:         filepath.Join(dir, "log"),
 		ClusterNetwork: s.clusterNetwork(),
 		Log:            log,
 	})

@@ -10,27 +10,36 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/nicpool/nicpool/cniplugin"
 )
 
 // nodeExec runs CNI plugins as if on this node: inside the node's network namespace
-// (where its uplinks are) and with the node's own run directory mounted on
-// /run/nicpool (where a node's ipamd socket is), because all nodes share one host.
+// (where its uplinks are) and with the node's own directories mounted where nicpool's
+// plugin reaches the host (its ipamd socket, its logs), because all nodes share one
+// host.
 type nodeExec struct {
 	namespace string
 	runDir    string
+	logDir    string
 	raw       invoke.RawExec
 }
 
-// RunDirMount is where a node's CNI plugins see the node's run directory.
-const RunDirMount = "/run/nicpool"
+// Where a node's CNI plugins see the node's run and log directories: the only host
+// directories nicpool's plugin uses.
+const (
+	RunDirMount = cniplugin.RunDir
+	LogDirMount = cniplugin.LogDir
+)
 
-// mountAndExec is run by sh: $0 is the node's run directory, $1 the plugin.
-const mountAndExec = `mount --bind "$0" ` + RunDirMount + ` && exec "$1"`
+// mountAndExec is run by sh: $0 is the node's run directory, $1 its log directory, $2
+// the plugin.
+const mountAndExec = `mount --bind "$0" ` + RunDirMount + ` && mount --bind "$1" ` + LogDirMount + ` && exec "$2"`
 
 func (e *nodeExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, environ []string) ([]byte, error) {
 	// `ip netns exec` enters the namespace in a private mount namespace, so the bind
 	// mount is seen by this plugin and the plugins it delegates to, and by nobody else.
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", e.namespace, "/bin/sh", "-c", mountAndExec, e.runDir, pluginPath)
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", e.namespace, "/bin/sh", "-c", mountAndExec, e.runDir, e.logDir, pluginPath)
 	cmd.Env = environ
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout, stderr bytes.Buffer

@@ -48,6 +48,8 @@ type Config struct {
 	Dir string
 	// RunDir is what the node's plugins see as /run/nicpool (its ipamd socket).
 	RunDir string
+	// LogDir is what the node's plugins see as /var/log/nicpool (their logs).
+	LogDir string
 	// ClusterNetwork is the CNI configuration of the pods' eth0, delegated to by Multus.
 	ClusterNetwork map[string]any
 	// Workers is how many pods are set up or torn down at once (default 3).
@@ -90,7 +92,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Workers = 3
 	}
 	n := &Node{cfg: cfg, sandboxes: map[string]*sandbox{}}
-	for _, d := range []string{cfg.Dir, cfg.RunDir, filepath.Join(cfg.Dir, "net.d"), RunDirMount} {
+	for _, d := range []string{cfg.Dir, cfg.RunDir, cfg.LogDir, filepath.Join(cfg.Dir, "net.d"), RunDirMount, LogDirMount} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
@@ -109,6 +111,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 
 // Name is the Node's name.
 func (n *Node) Name() string { return n.cfg.Name }
+
+// RunDir and LogDir are where the node's /run/nicpool and /var/log/nicpool are on
+// this host.
+func (n *Node) RunDir() string { return n.cfg.RunDir }
+func (n *Node) LogDir() string { return n.cfg.LogDir }
 
 // writeMultusConfig writes the Multus thin plugin's configuration: the cluster
 // network as its delegate, secondary networks from NetworkAttachmentDefinitions.
@@ -157,7 +164,7 @@ func (n *Node) writeMultusConfig() error {
 		return err
 	}
 	n.cni = libcni.NewCNIConfigWithCacheDir([]string{n.cfg.BinDir}, filepath.Join(n.cfg.Dir, "cni-cache"),
-		&nodeExec{namespace: n.cfg.Net.Namespace, runDir: n.cfg.RunDir})
+		&nodeExec{namespace: n.cfg.Net.Namespace, runDir: n.cfg.RunDir, logDir: n.cfg.LogDir})
 	return nil
 }
 

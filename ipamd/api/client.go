@@ -19,11 +19,18 @@ type Client struct {
 
 // NewClient returns a client for the socket at path; timeout bounds each call.
 func NewClient(path string, timeout time.Duration) *Client {
+	return NewClientDial(func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}, timeout)
+}
+
+// NewClientDial returns a client that reaches ipamd through dial, once per call: for a
+// caller that must decide how the socket is opened (the CNI plugin follows no
+// symlink to it). A dial error is reported as ErrUnreachable, wrapping dial's error.
+func NewClientDial(dial func(ctx context.Context) (net.Conn, error), timeout time.Duration) *Client {
 	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		},
+		DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
 		DisableKeepAlives: true,
 	}
 	return &Client{http: &http.Client{Transport: tr, Timeout: timeout}}

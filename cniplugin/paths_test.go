@@ -1,0 +1,164 @@
+package cniplugin
+
+import (
+	"bytes"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/ipamd/api"
+)
+
+// hostileHost is a stand-in for a node's filesystem: the plugin's two directories
+// (relocated by the environment) with things planted in them, and files elsewhere
+// that a network configuration must never reach.
+type hostileHost struct {
+	runDir, logDir, outside string
+	// outsideSocket listens outside the run directory, where no plugin may connect.
+	outsideSocket *net.UnixListener
+	ipamd         *fakeIPAMD
+}
+
+func newHostileHost(t *testing.T) *hostileHost {
+	t.Helper()
+	f := startFakeIPAMD(t)
+	f.answer(api.PathRelease, 200, api.ReleaseResponse{})
+	root, err := os.MkdirTemp("", "nicpool-host-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	h := &hostileHost{runDir: filepath.Dir(f.socket), logDir: filepath.Join(root, "log"), outside: filepath.Join(root, "outside"), ipamd: f}
+	t.Setenv(EnvLogDir, h.logDir)
+	for _, d := range []string{h.logDir, h.outside, filepath.Join(h.outside, "dir")} {
+		must(t, os.MkdirAll(d, 0o755))
+	}
+	precious := filepath.Join(h.outside, "precious")
+	must(t, os.WriteFile(precious, []byte("precious\n"), 0o600))
+	h.outsideSocket, err = net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(h.outside, "x.sock"), Net: "unix"})
+	must(t, err)
+	t.Cleanup(func() { _ = h.outsideSocket.Close() })
+
+	// What someone with a foothold in the directories could plant.
+	must(t, os.Symlink(precious, filepath.Join(h.logDir, "evil.log")))
+	must(t, os.Symlink(filepath.Join(h.outside, "dir"), filepath.Join(h.logDir, "sub")))
+	must(t, os.Link(precious, filepath.Join(h.logDir, "hard.log")))
+	must(t, syscall.Mkfifo(filepath.Join(h.logDir, "fifo.log"), 0o600))
+	must(t, os.Mkdir(filepath.Join(h.logDir, "dir.log"), 0o755))
+	must(t, os.Symlink(filepath.Join(h.outside, "x.sock"), filepath.Join(h.runDir, "evil.sock")))
+	must(t, os.Symlink(h.outside, filepath.Join(h.runDir, "sub")))
+	must(t, os.WriteFile(filepath.Join(h.runDir, "file.sock"), nil, 0o600))
+	return h
+}
+
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	s, err := testenv.Snapshot(dir)
+	must(t, err)
+	return s
+}
+
+func connectedTo(t *testing.T, l *net.UnixListener) bool {
+	t.Helper()
+	connected, err := testenv.ConnectedTo(l)
+	must(t, err)
+	return connected
+}
+
+// TestHostilePathsTouchNothing: a network configuration aiming log_file_path or
+// ipam_unix_socket_path outside the plugin's directories, or through what is planted
+// inside them, is refused by every verb but DEL with a CNI error naming the key, and
+// nothing outside is created, renamed, written or connected to. DEL succeeds without
+// the refused key, so that the pod can go.
+func TestHostilePathsTouchNothing(t *testing.T) {
+	h := newHostileHost(t)
+	before := snapshot(t, h.outside)
+	tests := []struct {
+		name, key, path string
+	}{
+		{"log file outside", "log_file_path", filepath.Join(h.outside, "new.log")},
+		{"log file through a symlink", "log_file_path", LogDir + "/evil.log"},
+		{"log file in a symlinked directory", "log_file_path", LogDir + "/sub/new.log"},
+		{"log file with another hard link", "log_file_path", LogDir + "/hard.log"},
+		{"log file that is a FIFO", "log_file_path", LogDir + "/fifo.log"},
+		{"log file that is a directory", "log_file_path", LogDir + "/dir.log"},
+		{"socket outside", "ipam_unix_socket_path", filepath.Join(h.outside, "x.sock")},
+		{"socket through a symlink", "ipam_unix_socket_path", RunDir + "/evil.sock"},
+		{"socket in a symlinked directory", "ipam_unix_socket_path", RunDir + "/sub/x.sock"},
+		{"socket that is a regular file", "ipam_unix_socket_path", RunDir + "/file.sock"},
+	}
+	prevResult := `"prevResult":{"cniVersion":"1.1.0","ips":[{"address":"10.6.0.7/16"}]}`
+	p := (&Plugin{Stdout: io.Discard}).Funcs()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stdin := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","request_timeout":1,"` + tt.key + `":"` + tt.path + `"},"cni.dev/valid-attachments":[],` + prevResult + `}`)
+			for verb, fn := range map[string]func(*skel.CmdArgs) error{"ADD": p.Add, "CHECK": p.Check, "GC": p.GC, "STATUS": p.Status} {
+				err := fn(cmdArgs(stdin))
+				if cniCode(err) != types.ErrInvalidNetworkConfig || !strings.Contains(err.Error(), "ipam."+tt.key) {
+					t.Errorf("%s: %v: want code %d naming ipam.%s", verb, err, types.ErrInvalidNetworkConfig, tt.key)
+				}
+			}
+			if err := p.Del(cmdArgs(stdin)); err != nil {
+				t.Errorf("DEL: %v: want success without the refused key", err)
+			}
+		})
+	}
+	if after := snapshot(t, h.outside); !maps.Equal(before, after) {
+		t.Errorf("files outside the plugin's directories changed:\nbefore %v\nafter  %v", before, after)
+	}
+	if connectedTo(t, h.outsideSocket) {
+		t.Errorf("the plugin connected to a socket outside %s", RunDir)
+	}
+}
+
+// A refused log file does not keep DEL from releasing through ipamd.
+func TestDelWithARefusedLogFileStillReleases(t *testing.T) {
+	h := newHostileHost(t)
+	stdin := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","log_file_path":"` + LogDir + `/evil.log"}}`)
+	if err := (&Plugin{Stdout: io.Discard}).Funcs().Del(cmdArgs(stdin)); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	var req api.ReleaseRequest
+	if !h.ipamd.request(t, api.PathRelease, &req) || req.Interface != "net1" {
+		t.Errorf("DEL did not release through ipamd: %+v", req)
+	}
+	if data, _ := os.ReadFile(filepath.Join(h.outside, "precious")); string(data) != "precious\n" {
+		t.Errorf("the symlink's target was written: %q", data)
+	}
+}
+
+// A log file past maxLogSize is renamed beside itself, in the log directory, and a new
+// one started.
+func TestLogRotatesWithinItsDirectory(t *testing.T) {
+	h := newHostileHost(t)
+	big := bytes.Repeat([]byte("x"), maxLogSize+1)
+	must(t, os.WriteFile(filepath.Join(h.logDir, "cni.log"), big, 0o644))
+	stdin := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","log_file_path":"` + LogDir + `/cni.log"}}`)
+	if err := (&Plugin{Stdout: io.Discard}).Funcs().Del(cmdArgs(stdin)); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	old, err := os.Stat(filepath.Join(h.logDir, "cni.log.1"))
+	if err != nil || old.Size() != int64(len(big)) {
+		t.Fatalf("rotated file: %v, %v", old, err)
+	}
+	cur, err := os.ReadFile(filepath.Join(h.logDir, "cni.log"))
+	if err != nil || !bytes.Contains(cur, []byte(`"verb":"DEL"`)) || len(cur) > 4096 {
+		t.Errorf("new log file: %v, %d bytes", err, len(cur))
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
