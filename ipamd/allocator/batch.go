@@ -15,12 +15,24 @@ type Owner struct {
 	Interface string
 }
 
+// OwnerOf is the owner a pool record names.
+func OwnerOf(rec v2beta1.PoolIPAllocation) Owner {
+	return Owner{Pod: rec.Pod, PodUID: rec.PodUID, Interface: rec.Interface}
+}
+
 func (o Owner) record() v2beta1.PoolIPAllocation {
 	return v2beta1.PoolIPAllocation{Pod: o.Pod, PodUID: o.PodUID, Interface: o.Interface}
 }
 
-func (o Owner) owns(rec v2beta1.PoolIPAllocation) bool {
-	return rec.PodUID == o.PodUID && rec.Interface == o.Interface
+// Holds is nicpool's one "still held by this owner" rule, for every writer that
+// releases, moves or reuses a record (ipamd's committer, the garbage collector): the
+// record names the same pod (namespace/name) and the same pod UID, and the same
+// interface unless o.Interface is empty (every interface of that pod). A pod UID alone
+// is not enough: a UID is no secret, and whoever can name one (a SpiderEndpoint
+// written by hand, a stale copy) must not free or take another pod's addresses.
+func (o Owner) Holds(rec v2beta1.PoolIPAllocation) bool {
+	return o.Pod != "" && o.PodUID != "" && rec.Pod == o.Pod && rec.PodUID == o.PodUID &&
+		(o.Interface == "" || rec.Interface == o.Interface)
 }
 
 // OpKind says what an Op does to a pool.
@@ -29,14 +41,15 @@ type OpKind int
 const (
 	// Allocate gives Owner one address, or returns the one it already holds.
 	Allocate OpKind = iota
-	// Release removes the records held by Owner: the addresses in Addrs, or all of
-	// Owner's records when Addrs is empty. An Owner without Interface matches every
-	// record of its PodUID (sweeping a gone pod). Records of anyone else are never
-	// removed.
+	// Release removes the records Owner holds (Owner.Holds): the addresses in Addrs,
+	// or all of Owner's records when Addrs is empty. An Owner without Interface
+	// matches every interface of its pod (sweeping a gone pod). Records of anyone else
+	// are never removed.
 	Release
-	// Transfer moves the records of Addrs from FromUID to Owner (a StatefulSet pod
-	// taking over its predecessor's addresses). Records already held by Owner count
-	// as transferred.
+	// Transfer moves the records of Addrs from the pod's previous incarnation (same
+	// Owner.Pod and Owner.Interface, pod UID FromUID) to Owner: a StatefulSet pod
+	// taking over its predecessor's addresses. A record of any other pod name or
+	// interface is never moved. Records already held by Owner count as transferred.
 	Transfer
 )
 
@@ -78,6 +91,10 @@ func Apply(r *Range, status *v2beta1.IPPoolStatus, ops []Op) ([]Result, bool) {
 		res := &results[i]
 		switch op.Kind {
 		case Allocate:
+			if op.Owner.Pod == "" || op.Owner.PodUID == "" || op.Owner.Interface == "" {
+				res.Err = fmt.Errorf("allocate in pool %s: owner %+v must name a pod, its UID and an interface", r.Pool, op.Owner)
+				continue
+			}
 			if a, ok := held(recs, op.Owner); ok {
 				res.Addr, res.Existing = a, true
 				continue
@@ -92,7 +109,7 @@ func Apply(r *Range, status *v2beta1.IPPoolStatus, ops []Op) ([]Result, bool) {
 			res.Addr, changed = a, true
 		case Release:
 			for key, rec := range recs {
-				if rec.PodUID != op.Owner.PodUID || (op.Owner.Interface != "" && rec.Interface != op.Owner.Interface) {
+				if !op.Owner.Holds(rec) {
 					continue
 				}
 				a, err := netip.ParseAddr(key)
@@ -105,17 +122,20 @@ func Apply(r *Range, status *v2beta1.IPPoolStatus, ops []Op) ([]Result, bool) {
 				changed = true
 			}
 		case Transfer:
+			from := Owner{Pod: op.Owner.Pod, PodUID: op.FromUID, Interface: op.Owner.Interface}
 			for _, a := range op.Addrs {
 				rec, ok := recs[a.String()]
 				switch {
-				case ok && op.Owner.owns(rec):
+				case op.Owner.Interface == "":
+					res.Err = fmt.Errorf("transfer %s in pool %s: no interface named", a, r.Pool)
+				case ok && op.Owner.Holds(rec):
 					res.Changed = append(res.Changed, a)
-				case ok && rec.PodUID == op.FromUID && rec.Interface == op.Owner.Interface:
+				case ok && from.Holds(rec):
 					recs[a.String()] = op.Owner.record()
 					res.Changed = append(res.Changed, a)
 					changed = true
 				default:
-					res.Err = fmt.Errorf("transfer %s in pool %s from pod UID %s: %w", a, r.Pool, op.FromUID, ErrNotHeld)
+					res.Err = fmt.Errorf("transfer %s in pool %s from pod %s UID %s interface %s: %w", a, r.Pool, op.Owner.Pod, op.FromUID, op.Owner.Interface, ErrNotHeld)
 				}
 			}
 		}
@@ -140,7 +160,7 @@ func Held(status *v2beta1.IPPoolStatus, o Owner) (netip.Addr, bool) {
 func held(recs v2beta1.PoolIPAllocations, o Owner) (netip.Addr, bool) {
 	var best netip.Addr
 	for key, rec := range recs {
-		if !o.owns(rec) {
+		if !o.Holds(rec) {
 			continue
 		}
 		// Several records for one owner can only come from an older allocator; answer

@@ -83,7 +83,7 @@ func TestApplyRelease(t *testing.T) {
 	}
 	// An owner without interface sweeps every record of the pod UID.
 	Apply(r, st, []Op{{Kind: Allocate, Owner: owner("b", "net1")}})
-	res, _ = Apply(r, st, []Op{{Kind: Release, Owner: Owner{PodUID: "b"}}})
+	res, _ = Apply(r, st, []Op{{Kind: Release, Owner: Owner{Pod: "ns/b", PodUID: "b"}}})
 	if len(res[0].Changed) != 2 || len(st.AllocatedIPs) != 0 {
 		t.Fatalf("sweep released %v, left %v", res[0].Changed, st.AllocatedIPs)
 	}
@@ -99,10 +99,12 @@ func TestApplyTransfer(t *testing.T) {
 	st := &v2beta1.IPPoolStatus{}
 	Apply(r, st, []Op{{Kind: Allocate, Owner: owner("old", "net1")}, {Kind: Allocate, Owner: owner("other", "eth0")}})
 	a, b := netip.MustParseAddr("10.6.0.10"), netip.MustParseAddr("10.6.0.11")
+	// The successor has its predecessor's name ("ns/old") and a new UID.
+	successor := func(nic string) Owner { return Owner{Pod: "ns/old", PodUID: "new", Interface: nic} }
 	res, changed := Apply(r, st, []Op{
-		{Kind: Transfer, Owner: owner("new", "net1"), FromUID: "old", Addrs: []netip.Addr{a}},
-		{Kind: Transfer, Owner: owner("new", "net1"), FromUID: "old", Addrs: []netip.Addr{a}}, // repeated: done
-		{Kind: Transfer, Owner: owner("new", "eth0"), FromUID: "old", Addrs: []netip.Addr{b}}, // someone else's
+		{Kind: Transfer, Owner: successor("net1"), FromUID: "old", Addrs: []netip.Addr{a}},
+		{Kind: Transfer, Owner: successor("net1"), FromUID: "old", Addrs: []netip.Addr{a}}, // repeated: done
+		{Kind: Transfer, Owner: successor("eth0"), FromUID: "old", Addrs: []netip.Addr{b}}, // someone else's
 	})
 	if !changed || res[0].Err != nil || res[1].Err != nil || len(res[1].Changed) != 1 {
 		t.Fatalf("results %+v", res)
@@ -127,5 +129,66 @@ func TestApplyKeepsRecordsOutsideRange(t *testing.T) {
 	}
 	if _, ok := st.AllocatedIPs["10.6.0.99"]; !ok {
 		t.Error("a record outside the range was dropped")
+	}
+}
+
+// The ownership rule (Owner.Holds): a pod UID alone neither releases, nor transfers,
+// nor reuses a record; the record must also name the same pod.
+func TestOwnershipNeedsPodNameAndUID(t *testing.T) {
+	r := mustRange(t, pool("10.6.0.0/24", []string{"10.6.0.10-10.6.0.12"}, nil, ""))
+	st := &v2beta1.IPPoolStatus{}
+	victim := Owner{Pod: "prod/db", PodUID: "u1", Interface: "eth0"}
+	Apply(r, st, []Op{{Kind: Allocate, Owner: victim}})
+	a := netip.MustParseAddr("10.6.0.10")
+	forger := Owner{Pod: "evil/x", PodUID: "u1", Interface: "eth0"} // the victim's UID, another name
+	res, changed := Apply(r, st, []Op{
+		{Kind: Release, Owner: forger},
+		{Kind: Release, Owner: Owner{Pod: "evil/x", PodUID: "u1"}},
+		{Kind: Release, Owner: Owner{PodUID: "u1", Interface: "eth0"}, Addrs: []netip.Addr{a}},
+		{Kind: Transfer, Owner: Owner{Pod: "evil/x", PodUID: "u9", Interface: "eth0"}, FromUID: "u1", Addrs: []netip.Addr{a}},
+		{Kind: Allocate, Owner: forger}, // not "already held": a new address
+	})
+	for i := range 3 {
+		if len(res[i].Changed) != 0 {
+			t.Errorf("release %d freed %v of another pod", i, res[i].Changed)
+		}
+	}
+	if !errors.Is(res[3].Err, ErrNotHeld) {
+		t.Errorf("transfer from another pod name: %v", res[3].Err)
+	}
+	if res[4].Existing || res[4].Addr == a {
+		t.Errorf("allocate by the victim's UID under another name returned the victim's address: %+v", res[4])
+	}
+	if !changed || st.AllocatedIPs[a.String()] != (v2beta1.PoolIPAllocation{Pod: "prod/db", PodUID: "u1", Interface: "eth0"}) {
+		t.Errorf("victim's record now %+v", st.AllocatedIPs[a.String()])
+	}
+	res, _ = Apply(r, st, []Op{{Kind: Allocate, Owner: Owner{Pod: "ns/a", PodUID: "a"}}})
+	if res[0].Err == nil {
+		t.Errorf("an allocation without interface was accepted: %+v", res[0])
+	}
+}
+
+func TestHolds(t *testing.T) {
+	rec := v2beta1.PoolIPAllocation{Pod: "ns/p", PodUID: "u", Interface: "net1"}
+	for _, tc := range []struct {
+		o    Owner
+		want bool
+	}{
+		{Owner{Pod: "ns/p", PodUID: "u", Interface: "net1"}, true},
+		{Owner{Pod: "ns/p", PodUID: "u"}, true}, // every interface of the pod
+		{Owner{Pod: "ns/p", PodUID: "u", Interface: "eth0"}, false},
+		{Owner{Pod: "ns/q", PodUID: "u", Interface: "net1"}, false},
+		{Owner{Pod: "other/p", PodUID: "u"}, false},
+		{Owner{Pod: "ns/p", PodUID: "v", Interface: "net1"}, false},
+		{Owner{PodUID: "u", Interface: "net1"}, false},
+		{Owner{Pod: "ns/p", Interface: "net1"}, false},
+		{Owner{}, false},
+	} {
+		if got := tc.o.Holds(rec); got != tc.want {
+			t.Errorf("%+v.Holds(%+v) = %v, want %v", tc.o, rec, got, tc.want)
+		}
+	}
+	if !OwnerOf(rec).Holds(rec) {
+		t.Error("a record's own owner does not hold it")
 	}
 }

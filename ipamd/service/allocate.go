@@ -76,6 +76,11 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 	var taken []held
 	for range maxDecisions {
 		ep, tookOver, err := s.adopt(ctx, pod, req.Network, pools)
+		if errors.Is(err, errEndpointReserved) {
+			log.Info("refused: the pod's name holds a returning StatefulSet pod's endpoint", "error", err.Error())
+			s.event(pod, "EndpointReserved", err.Error())
+			return nil, cniError(api.CodeInvalidConfig, "SpiderEndpoint "+pod.Namespace+"/"+pod.Name, err)
+		}
 		if err != nil {
 			return nil, cniError(api.CodeTryAgainLater, "take over or clean the pod's SpiderEndpoint", err)
 		}

@@ -175,7 +175,7 @@ func (s *Service) Check(ctx context.Context, req *api.CheckRequest) (*api.CheckR
 		return nil, cniError(api.CodeUnknownContainer, fmt.Sprintf("pod %s/%s is unknown", req.Pod.Namespace, req.Pod.Name), nil)
 	}
 	resp := &api.CheckResponse{}
-	hs := s.heldBy(ctx, allocator.Owner{PodUID: uid, Interface: req.Interface})
+	hs := s.heldBy(ctx, allocator.Owner{Pod: req.Pod.Namespace + "/" + req.Pod.Name, PodUID: uid, Interface: req.Interface})
 	sort.Slice(hs, func(i, j int) bool { return hs[i].addr.Less(hs[j].addr) })
 	for _, h := range hs {
 		subnet, _ := netip.ParsePrefix(h.pool.Spec.Subnet)

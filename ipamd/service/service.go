@@ -191,9 +191,9 @@ func (s *Service) poolsOf(ctx context.Context, podUID string, extra ...string) [
 	return out
 }
 
-// heldBy returns what owner holds in the given pools (and any pool with its UID), by
-// the newest copy of each pool this process knows. The pool status is the source of
-// truth: an endpoint record without a pool record holds nothing.
+// heldBy returns what owner holds (allocator.Owner.Holds) in the given pools (and any
+// pool with its UID), by the newest copy of each pool this process knows. The pool
+// status is the source of truth: an endpoint record without a pool record holds nothing.
 func (s *Service) heldBy(ctx context.Context, owner allocator.Owner, candidates ...string) []held {
 	var out []held
 	for _, name := range s.poolsOf(ctx, owner.PodUID, candidates...) {
@@ -202,7 +202,7 @@ func (s *Service) heldBy(ctx context.Context, owner allocator.Owner, candidates 
 			continue
 		}
 		for key, rec := range p.Status.AllocatedIPs {
-			if rec.PodUID == owner.PodUID && (owner.Interface == "" || rec.Interface == owner.Interface) {
+			if owner.Holds(rec) {
 				if a, err := netip.ParseAddr(key); err == nil {
 					out = append(out, held{pool: p, addr: a})
 				}
@@ -212,8 +212,9 @@ func (s *Service) heldBy(ctx context.Context, owner allocator.Owner, candidates 
 	return out
 }
 
-// releaseAll releases every record of owner (of every interface when owner.Interface
-// is empty) in the pools where it holds any, plus extra pools.
+// releaseAll releases every record owner holds (of every interface when
+// owner.Interface is empty) in the pools where it holds any, plus extra pools. Records
+// of another pod name are never released, whatever their UID.
 func (s *Service) releaseAll(ctx context.Context, owner allocator.Owner, extra ...string) ([]string, error) {
 	var released []string
 	byPool := map[string][]netip.Addr{}
@@ -343,6 +344,10 @@ func (s *Service) event(obj runtime.Object, reason, note string) {
 // errEndpointMoved says the endpoint changed under us (conflict, deleted, replaced):
 // decide again on a fresh read.
 var errEndpointMoved = errors.New("SpiderEndpoint changed meanwhile")
+
+// errEndpointReserved refuses an ADD: the pod's name holds the endpoint of a
+// StatefulSet ordinal that comes back, and the pod is no pod of that StatefulSet.
+var errEndpointReserved = errors.New("the pod's SpiderEndpoint is reserved for a StatefulSet pod")
 
 // keyedMutex serialises the requests of one pod within this process: two CNI calls
 // for the same pod (a retry while the first is still running, two interfaces)

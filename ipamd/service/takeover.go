@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"reflect"
 
@@ -21,10 +22,12 @@ import (
 )
 
 // adopt makes the pod's endpoint the pod's own before an ADD records into it, and
-// returns it (nil when there is none). An endpoint of another pod UID is either taken
-// over (its UID is the one the webhook stamped on the pod: a StatefulSet pod coming
-// back) or a leftover, released and deleted. Both are decided on a fresh read, never
-// on a cached copy: a cached endpoint may have been deleted and recreated meanwhile.
+// returns it (nil when there is none). An endpoint of another pod UID is taken over
+// when the pod is its successor (see successor), refused when it belongs to a
+// StatefulSet ordinal that comes back and the pod is not that StatefulSet's, and
+// otherwise a leftover, released and deleted. All three are decided on a fresh read,
+// never on a cached copy: a cached endpoint may have been deleted and recreated
+// meanwhile.
 func (s *Service) adopt(ctx context.Context, pod *corev1.Pod, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (*v2beta1.SpiderEndpoint, bool, error) {
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 	ep, err := s.endpoint(ctx, key)
@@ -46,9 +49,14 @@ func (s *Service) adopt(ctx context.Context, pod *corev1.Pod, network api.Networ
 			return ep, false, nil
 		}
 		var taken *v2beta1.SpiderEndpoint
-		if stamped && stamp == string(ep.UID) {
+		switch {
+		case successor(pod, ep):
 			taken, err = s.takeOver(ctx, pod, ep, network, pools)
-		} else {
+		case s.reservedForStatefulSet(ctx, pod, ep):
+			set, _ := workload.EndpointStatefulSet(ep)
+			return nil, false, fmt.Errorf("%w: SpiderEndpoint %s/%s holds the addresses of StatefulSet %s's pod of this name, which comes back; this pod is not controlled by StatefulSet %s: delete it, or scale the StatefulSet below this ordinal",
+				errEndpointReserved, ep.Namespace, ep.Name, set, set)
+		default:
 			err = s.discard(ctx, ep)
 		}
 		if errors.Is(err, errEndpointMoved) {
@@ -57,6 +65,35 @@ func (s *Service) adopt(ctx context.Context, pod *corev1.Pod, network api.Networ
 		return taken, taken != nil, err
 	}
 	return nil, false, errEndpointMoved
+}
+
+// successor reports whether pod may take ep over: the pod is controlled by the
+// StatefulSet the endpoint names, and admission stamped it with the endpoint's UID
+// (annotations.EndpointUID). The endpoint is the pod's own namespace/name by
+// construction. A stamp on any other pod is ignored: the webhook strips it from other
+// pods, but a pod that skipped the webhook carries whatever its author wrote.
+func successor(pod *corev1.Pod, ep *v2beta1.SpiderEndpoint) bool {
+	set, ok := workload.StatefulSetOf(pod.OwnerReferences)
+	if !ok {
+		return false
+	}
+	epSet, ok := workload.EndpointStatefulSet(ep)
+	stamp := pod.Annotations[annotations.EndpointUID]
+	return ok && epSet == set && stamp != "" && stamp != annotations.NoEndpoint && stamp == string(ep.UID)
+}
+
+// reservedForStatefulSet reports whether ep belongs to a StatefulSet pod that will
+// come back, and pod is not a pod of that StatefulSet: such a pod may neither take the
+// endpoint's addresses nor discard them.
+func (s *Service) reservedForStatefulSet(ctx context.Context, pod *corev1.Pod, ep *v2beta1.SpiderEndpoint) bool {
+	set, ok := workload.EndpointStatefulSet(ep)
+	if !ok {
+		return false
+	}
+	if own, ok := workload.StatefulSetOf(pod.OwnerReferences); ok && own == set {
+		return false
+	}
+	return s.statefulSetWillReturn(ctx, ep.Namespace, ep.Name, nil, ep)
 }
 
 // takeOver moves a StatefulSet pod's predecessor's endpoint to the pod: each
@@ -109,7 +146,7 @@ func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spi
 	}
 	// Whatever the predecessor still holds was not kept.
 	if oldUID != "" {
-		if _, err := s.releaseAll(ctx, allocator.Owner{PodUID: oldUID}, extra...); err != nil {
+		if _, err := s.releaseAll(ctx, allocator.Owner{Pod: pod.Namespace + "/" + pod.Name, PodUID: oldUID}, extra...); err != nil {
 			return nil, err
 		}
 	}
@@ -162,8 +199,9 @@ func unchanged(pod *corev1.Pod, ns *corev1.Namespace, ifs []annotations.Interfac
 	return same(d.IPv4, d.IPv4Pool, choice.IPv4) && same(d.IPv6, d.IPv6Pool, choice.IPv6)
 }
 
-// discard releases a leftover endpoint of another pod UID and deletes it, with its
-// UID and resourceVersion as preconditions.
+// discard releases what the leftover endpoint's pod (its namespace/name, the UID it
+// records) still holds, and deletes the endpoint with its UID and resourceVersion as
+// preconditions. Records of any other pod stay, whatever UID the endpoint names.
 func (s *Service) discard(ctx context.Context, ep *v2beta1.SpiderEndpoint) error {
 	var extra []string
 	for _, d := range ep.Status.Current.IPs {
@@ -174,7 +212,7 @@ func (s *Service) discard(ctx context.Context, ep *v2beta1.SpiderEndpoint) error
 		}
 	}
 	if uid := ep.Status.Current.UID; uid != "" {
-		released, err := s.releaseAll(ctx, allocator.Owner{PodUID: uid}, extra...)
+		released, err := s.releaseAll(ctx, allocator.Owner{Pod: ep.Namespace + "/" + ep.Name, PodUID: uid}, extra...)
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/allocator"
 )
 
 // Options tune the garbage collector. Zero values take the defaults.
@@ -402,11 +403,12 @@ func (c *Collector) releaseFromPool(ctx context.Context, cached *v2beta1.SpiderI
 	return done, nil
 }
 
-// stillHeld keeps the releases whose address the pool still records for the same holder.
+// stillHeld keeps the releases whose address the pool still records for the same holder,
+// by ipamd's ownership rule (allocator.Owner.Holds).
 func stillHeld(pool *v2beta1.SpiderIPPool, rels []Release) []Release {
 	var out []Release
 	for _, r := range rels {
-		if cur, ok := pool.Status.AllocatedIPs[r.Address]; ok && cur == r.Holder {
+		if cur, ok := pool.Status.AllocatedIPs[r.Address]; ok && allocator.OwnerOf(r.Holder).Holds(cur) {
 			out = append(out, r)
 		}
 	}
