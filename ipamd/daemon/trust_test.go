@@ -24,7 +24,7 @@ func TestForgedEndpointReleasesNothingOfAnotherPod(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "forge-prod")
 	createNamespace(t, "forge-evil")
-	createPool(t, "forge", "10.82.0.0/16", []string{"10.82.0.1-10.82.0.20"})
+	createPool(t, "forge", "172.20.0.0/16", []string{"172.20.0.1-172.20.0.20"})
 	d, _ := startDaemon(t, "forge-node")
 	sel := withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["forge"]}]`)
 	victim := createPod(t, "forge-prod", "db", "forge-node", sel)
@@ -92,7 +92,7 @@ func TestForgedEndpointReleasesNothingOfAnotherPod(t *testing.T) {
 func TestForgedStampTakesNothingOver(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "stamp")
-	createPool(t, "stamp", "10.83.0.0/16", []string{"10.83.0.1-10.83.0.20"})
+	createPool(t, "stamp", "172.21.0.0/16", []string{"172.21.0.1-172.21.0.20"})
 	d, _ := startDaemon(t, "stamp-node")
 	sts := createStatefulSet(t, "stamp", "db", 1)
 	sel := `[{"interface":"eth0","ipv4":["stamp"]}]`

@@ -69,18 +69,7 @@ func (s *Service) Release(ctx context.Context, req *api.ReleaseRequest) (resp *a
 		}
 	}
 	owner := allocator.Owner{Pod: key.String(), PodUID: uid, Interface: req.Interface}
-	var extra []string
-	if ours {
-		for _, d := range ep.Status.Current.IPs {
-			if d.Interface == req.Interface {
-				for _, p := range []*string{d.IPv4Pool, d.IPv6Pool} {
-					if p != nil {
-						extra = append(extra, *p)
-					}
-				}
-			}
-		}
-	}
+	extra := recordedPools(ep, uid, req.Interface)
 	// The ordinal's next incarnation (maybe already created under the same name, with
 	// another UID) takes these addresses over: keep them for it.
 	if s.statefulSetWillReturn(ctx, key.Namespace, key.Name, pod, ep) {
@@ -107,6 +96,26 @@ func (s *Service) Release(ctx context.Context, req *api.ReleaseRequest) (resp *a
 	}
 	log.Info("released", "released", released)
 	return resp, nil
+}
+
+// recordedPools lists the pools ep records for an interface of pod UID uid: where the
+// interface's addresses are, even before the cache's pool index shows them.
+func recordedPools(ep *v2beta1.SpiderEndpoint, uid, iface string) []string {
+	var out []string
+	if ep == nil || ep.Status.Current.UID != uid {
+		return nil
+	}
+	for _, d := range ep.Status.Current.IPs {
+		if d.Interface != iface {
+			continue
+		}
+		for _, p := range []*string{d.IPv4Pool, d.IPv6Pool} {
+			if p != nil {
+				out = append(out, *p)
+			}
+		}
+	}
+	return out
 }
 
 // forget removes an interface from the pod's endpoint, deleting the endpoint when it
@@ -174,8 +183,15 @@ func (s *Service) Check(ctx context.Context, req *api.CheckRequest) (*api.CheckR
 	if uid == "" {
 		return nil, cniError(api.CodeUnknownContainer, fmt.Sprintf("pod %s/%s is unknown", req.Pod.Namespace, req.Pod.Name), nil)
 	}
+	key := types.NamespacedName{Namespace: req.Pod.Namespace, Name: req.Pod.Name}
+	ep, err := s.endpoint(ctx, key)
+	if err != nil {
+		return nil, cniError(api.CodeTryAgainLater, "read SpiderEndpoint "+key.String(), err)
+	}
 	resp := &api.CheckResponse{}
-	hs := s.heldBy(ctx, allocator.Owner{Pod: req.Pod.Namespace + "/" + req.Pod.Name, PodUID: uid, Interface: req.Interface})
+	// The endpoint this process wrote names the pools at once; the cache's pool index
+	// may not have caught up with the ADD yet.
+	hs := s.heldBy(ctx, allocator.Owner{Pod: key.String(), PodUID: uid, Interface: req.Interface}, recordedPools(ep, uid, req.Interface)...)
 	sort.Slice(hs, func(i, j int) bool { return hs[i].addr.Less(hs[j].addr) })
 	for _, h := range hs {
 		subnet, _ := netip.ParsePrefix(h.pool.Spec.Subnet)
