@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/webhook/configs"
 )
@@ -34,21 +35,17 @@ import (
 const readyTimeout = 3 * time.Minute
 
 // ipamd is a running nicpool-ipamd.
-type ipamd struct {
-	*process
-	node                string
-	socket              string
-	health, metricsAddr string
-}
+type ipamd struct{ *binaries.Ipamd }
 
 // startIpamd runs nicpool-ipamd for node as a DaemonSet pod would, against kubeconfig.
 func startIpamd(tb testing.TB, bin, kubeconfig, node string) *ipamd {
 	tb.Helper()
-	d := &ipamd{node: node, socket: filepath.Join(shortTempDir(tb), "ipamd.sock"), health: freeAddr(tb), metricsAddr: freeAddr(tb)}
-	d.process = startProcess(tb, "nicpool-ipamd", bin, deployedRuntimeEnv(tb, "ipamd"),
-		"--kubeconfig", kubeconfig, "--node-name", node, "--socket", d.socket,
-		"--metrics-bind-address", d.metricsAddr, "--health-probe-bind-address", d.health)
-	return d
+	d, err := binaries.StartIpamd(bin, kubeconfig, node, shortTempDir(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { d.Stop(30 * time.Second) })
+	return &ipamd{d}
 }
 
 // waitReady waits for /readyz (caches synced), then for CNI STATUS on the socket to
@@ -56,12 +53,12 @@ func startIpamd(tb testing.TB, bin, kubeconfig, node string) *ipamd {
 // server holds them are in ipamd's cache.
 func (d *ipamd) waitReady(tb testing.TB, f fixture) *api.StatusResponse {
 	tb.Helper()
-	d.waitFor(tb, "to be ready (/readyz)", readyTimeout, func(ctx context.Context) error {
-		return httpOK(ctx, "http://"+d.health+"/readyz")
-	})
-	c := api.NewClient(d.socket, 30*time.Second)
+	if err := d.WaitReady(readyTimeout); err != nil {
+		tb.Fatal(err)
+	}
+	c := api.NewClient(d.Socket, 30*time.Second)
 	var status *api.StatusResponse
-	d.waitFor(tb, "to answer STATUS with every pool", readyTimeout, func(ctx context.Context) error {
+	err := d.WaitFor("to answer STATUS with every pool", readyTimeout, func(ctx context.Context) error {
 		s, err := c.Status(ctx, &api.StatusRequest{Network: api.NetworkConfig{Name: "macvlan", DefaultIPv4Pools: f.poolNames()}})
 		if err != nil {
 			return err
@@ -77,12 +74,15 @@ func (d *ipamd) waitReady(tb testing.TB, f fixture) *api.StatusResponse {
 		status = s
 		return nil
 	})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	return status
 }
 
 // webhook is a running nicpool-webhook.
 type webhook struct {
-	*process
+	*binaries.Process
 	addr, health, metricsAddr string
 	roots                     *x509.CertPool
 }
@@ -95,10 +95,18 @@ func startWebhook(tb testing.TB, bin, kubeconfig string) *webhook {
 	roots := selfSignedCert(tb, certDir)
 	w := &webhook{addr: freeAddr(tb), health: freeAddr(tb), metricsAddr: freeAddr(tb), roots: roots}
 	host, port, _ := net.SplitHostPort(w.addr)
-	w.process = startProcess(tb, "nicpool-webhook", bin, deployedRuntimeEnv(tb, "webhook"),
+	env, err := binaries.DeployedEnv("webhook")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w.Process, err = binaries.Start("nicpool-webhook", bin, env, filepath.Join(tb.TempDir(), "nicpool-webhook.log"),
 		"--kubeconfig", kubeconfig, "--namespace", configs.DefaultNamespace,
 		"--webhook-host", host, "--webhook-port", port, "--cert-dir", certDir,
 		"--metrics-bind-address", w.metricsAddr, "--health-probe-bind-address", w.health)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { w.Stop(30 * time.Second) })
 	return w
 }
 
@@ -108,17 +116,21 @@ func startWebhook(tb testing.TB, bin, kubeconfig string) *webhook {
 // fixture is consistent.
 func (w *webhook) waitReady(tb testing.TB) float64 {
 	tb.Helper()
-	w.waitFor(tb, "to be ready (/readyz)", readyTimeout, func(ctx context.Context) error {
-		return httpOK(ctx, "http://"+w.health+"/readyz")
-	})
+	if err := w.WaitFor("to be ready (/readyz)", readyTimeout, func(ctx context.Context) error {
+		return binaries.HTTPOK(ctx, "http://"+w.health+"/readyz")
+	}); err != nil {
+		tb.Fatal(err)
+	}
 	metrics := "http://" + w.metricsAddr + "/metrics"
-	w.waitFor(tb, "to finish a garbage collection pass", readyTimeout, func(ctx context.Context) error {
+	if err := w.WaitFor("to finish a garbage collection pass", readyTimeout, func(ctx context.Context) error {
 		n, err := metric(ctx, metrics, `nicpool_gc_runs_total{result="success"}`)
 		if err == nil && n < 1 {
 			err = fmt.Errorf("no successful pass yet")
 		}
 		return err
-	})
+	}); err != nil {
+		tb.Fatal(err)
+	}
 	released, err := metric(context.Background(), metrics, "nicpool_gc_releases_total")
 	if err != nil {
 		return 0 // the counter has no sample until something is released

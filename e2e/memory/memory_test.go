@@ -17,6 +17,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
 )
@@ -76,8 +77,8 @@ func TestBinariesStartAndAnswer(t *testing.T) {
 	c := writer(t)
 	populate(t, c, f)
 	bins := buildBinaries(t)
-	d := startIpamd(t, bins.ipamd, env.Kubeconfig, f.node(0))
-	w := startWebhook(t, bins.webhook, env.Kubeconfig)
+	d := startIpamd(t, bins.Ipamd, env.Kubeconfig, f.node(0))
+	w := startWebhook(t, bins.Webhook, env.Kubeconfig)
 
 	if status := d.waitReady(t, f); !status.Ready {
 		t.Errorf("ipamd STATUS with %d free addresses: not ready: %s", f.Free, status.Message)
@@ -89,13 +90,13 @@ func TestBinariesStartAndAnswer(t *testing.T) {
 	// ipamd: CNI ADD for a new pod on its node.
 	ctx := context.Background()
 	pod := f.podObject(0, f.PerPool)
-	pod.Spec.NodeName = d.node
+	pod.Spec.NodeName = d.Node
 	if err := c.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	sock := api.NewClient(d.socket, 30*time.Second)
+	sock := api.NewClient(d.Socket, 30*time.Second)
 	var got *api.AllocateResponse
-	d.waitFor(t, "to allocate for a new pod of its node", readyTimeout, func(ctx context.Context) error {
+	err := d.WaitFor("to allocate for a new pod of its node", readyTimeout, func(ctx context.Context) error {
 		r, err := sock.Allocate(ctx, &api.AllocateRequest{
 			Attachment: api.Attachment{ContainerID: "harness", Interface: "eth0"},
 			Pod:        api.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID)},
@@ -104,6 +105,9 @@ func TestBinariesStartAndAnswer(t *testing.T) {
 		got = r
 		return err
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(got.IPs) != 1 || got.IPs[0].Pool != f.pool(0) {
 		t.Fatalf("ADD answered %+v, want one address from %s", got, f.pool(0))
 	}
@@ -131,12 +135,12 @@ func TestBinariesStartAndAnswer(t *testing.T) {
 		t.Errorf("webhook set %s to %q (%v), want %q; patch %s", annotations.IPPools, v, err, want, resp.Patch)
 	}
 
-	for _, p := range []*process{d.process, w.process} {
-		m, err := p.memory()
-		if err != nil || m.rss == 0 || m.hwm < m.rss {
-			t.Errorf("%s memory %+v: %v", p.name, m, err)
+	for _, p := range []*binaries.Process{d.Process, w.Process} {
+		m, err := p.Memory()
+		if err != nil || m.RSS == 0 || m.HWM < m.RSS {
+			t.Errorf("%s memory %+v: %v", p.Name, m, err)
 		}
-		t.Logf("%s on a near-empty cluster: VmRSS %.1f MiB (anonymous %.1f, file %.1f), VmHWM %.1f MiB", p.name, mib(m.rss), mib(m.anon), mib(m.file), mib(m.hwm))
+		t.Logf("%s on a near-empty cluster: VmRSS %.1f MiB (anonymous %.1f, file %.1f), VmHWM %.1f MiB", p.Name, mib(m.RSS), mib(m.Anon), mib(m.File), mib(m.HWM))
 	}
 }
 
@@ -239,10 +243,10 @@ func benchCluster(b *testing.B) fixture {
 	return f
 }
 
-func measure(b *testing.B, bins binaries, f fixture) {
+func measure(b *testing.B, bins binaries.Set, f fixture) {
 	began := time.Now()
-	d := startIpamd(b, bins.ipamd, env.Kubeconfig, f.node(0))
-	w := startWebhook(b, bins.webhook, env.Kubeconfig)
+	d := startIpamd(b, bins.Ipamd, env.Kubeconfig, f.node(0))
+	w := startWebhook(b, bins.Webhook, env.Kubeconfig)
 	d.waitReady(b, f)
 	b.Logf("nicpool-ipamd ready with every pool cached after %s", time.Since(began).Round(100*time.Millisecond))
 	if released := w.waitReady(b); released != 0 {
@@ -253,13 +257,13 @@ func measure(b *testing.B, bins binaries, f fixture) {
 
 	for _, s := range []struct {
 		name string
-		p    *process
+		p    *binaries.Process
 		url  string
 	}{
-		{"ipamd", d.process, "http://" + d.metricsAddr + "/metrics"},
-		{"webhook", w.process, "http://" + w.metricsAddr + "/metrics"},
+		{"ipamd", d.Process, "http://" + d.Metrics + "/metrics"},
+		{"webhook", w.Process, "http://" + w.metricsAddr + "/metrics"},
 	} {
-		m, settled := s.p.settle(b, time.Minute)
+		m, settled := settle(b, s.p, time.Minute)
 		heap, herr := metric(context.Background(), s.url, "go_memstats_heap_inuse_bytes")
 		note := ""
 		if !settled {
@@ -272,10 +276,10 @@ func measure(b *testing.B, bins binaries, f fixture) {
 			b.ReportMetric(heap/(1<<20), s.name+"-heap-MiB")
 		}
 		b.Logf("%s (%s): VmRSS %.1f MiB%s (anonymous %.1f, file %.1f), VmHWM %.1f MiB, %s; goal: under %d MiB",
-			s.p.name, describeEnv(s.p.env), mib(m.rss), note, mib(m.anon), mib(m.file), mib(m.hwm), heapText, goalMiB)
-		b.ReportMetric(mib(m.rss), s.name+"-rss-MiB")
-		b.ReportMetric(mib(m.hwm), s.name+"-hwm-MiB")
+			s.p.Name, binaries.DescribeEnv(s.p.Env), mib(m.RSS), note, mib(m.Anon), mib(m.File), mib(m.HWM), heapText, goalMiB)
+		b.ReportMetric(mib(m.RSS), s.name+"-rss-MiB")
+		b.ReportMetric(mib(m.HWM), s.name+"-hwm-MiB")
 	}
-	d.Stop(b)
-	w.Stop(b)
+	d.Stop(30 * time.Second)
+	w.Stop(30 * time.Second)
 }

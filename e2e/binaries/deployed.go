@@ -1,4 +1,4 @@
-package memory
+package binaries
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -20,15 +19,14 @@ var (
 	deployedErr  error
 )
 
-// deployedRuntimeEnv is the Go runtime settings (GOMEMLIMIT, GOGC, ...) that
-// manifests/base gives the container, as NAME=value: the binaries are measured as
-// they are deployed.
-func deployedRuntimeEnv(tb testing.TB, container string) []string {
-	tb.Helper()
+// DeployedEnv is the Go runtime settings (GOMEMLIMIT, GOGC, ...) that manifests/base
+// gives the container named container ("ipamd", "webhook"), as NAME=value, so that
+// the binaries are measured as they are deployed.
+func DeployedEnv(container string) ([]string, error) {
 	deployedOnce.Do(func() {
 		objs, err := manifests.Render(filepath.Join(testenv.RepoRoot(), manifests.Dir))
 		if err != nil {
-			deployedErr = err
+			deployedErr = fmt.Errorf("render manifests/base for the containers' Go runtime settings: %w", err)
 			return
 		}
 		deployed = map[string][]string{}
@@ -52,14 +50,11 @@ func deployedRuntimeEnv(tb testing.TB, container string) []string {
 			}
 		}
 	})
-	if deployedErr != nil {
-		tb.Fatalf("render manifests/base for the containers' Go runtime settings: %v", deployedErr)
-	}
-	return slices.Clone(deployed[container])
+	return slices.Clone(deployed[container]), deployedErr
 }
 
-// describeEnv renders a process's extra environment for the benchmark's log.
-func describeEnv(env []string) string {
+// DescribeEnv renders a process's extra environment for a benchmark's log.
+func DescribeEnv(env []string) string {
 	if len(env) == 0 {
 		return "no Go runtime settings"
 	}

@@ -1,0 +1,32 @@
+package binaries
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/nicpool/nicpool/e2e/testenv"
+)
+
+// Set is where each of nicpool's binaries was built.
+type Set struct {
+	// Plugin is the CNI plugin (cmd/nicpool), Ipamd the node daemon, Webhook the
+	// admission webhook and cluster controllers.
+	Plugin, Ipamd, Webhook string
+}
+
+// Build compiles cmd/nicpool, cmd/nicpool-ipamd and cmd/nicpool-webhook from this
+// checkout into dir, as `make build` does: whatever is measured is the code beside
+// the test, never a stale bin/.
+func Build(dir string) (Set, error) {
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/nicpool", "./cmd/nicpool-ipamd", "./cmd/nicpool-webhook")
+	cmd.Dir = testenv.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return Set{}, fmt.Errorf("go build ./cmd/nicpool ./cmd/nicpool-ipamd ./cmd/nicpool-webhook: %w\n%s", err, out)
+	}
+	return Set{
+		Plugin:  filepath.Join(dir, "nicpool"),
+		Ipamd:   filepath.Join(dir, "nicpool-ipamd"),
+		Webhook: filepath.Join(dir, "nicpool-webhook"),
+	}, nil
+}
