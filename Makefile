@@ -11,7 +11,7 @@ export PATH := $(BIN):$(PATH)
 # Binaries of nicpool itself.
 CMDS := nicpool nicpool-ipamd nicpool-webhook nicpool-local
 
-.PHONY: all build test unit e2e bench fuzz generate verify-generate tools tools-node lint run up down clean help
+.PHONY: all build test unit e2e bench bench-scale fuzz generate verify-generate tools tools-node lint run up down clean help
 
 all: build
 
@@ -37,9 +37,16 @@ test: tools build ## everything CI runs: vet, unit and integration tests against
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GOTEST) -count=1 -timeout 40m ./...
 
-bench: tools build ## benchmarks (limit test, admission, memory); prints figures, asserts nothing timed
-	$(GOTEST) -run '^$$' -bench . -benchmem -benchtime 1x -timeout 60m ./...
+bench: tools build ## benchmarks (limit test, admission, memory, the scale scenarios); prints figures, asserts nothing timed
+	$(GOTEST) -run '^$$' -bench . -benchmem -benchtime 1x -timeout 60m $$($(GO) list ./... | grep -v '/e2e/scale$$')
 	cd e2e/peers/whereabouts && KUBEBUILDER_ASSETS=$(BIN) $(GOTEST) -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
+	$(MAKE) bench-scale
+
+# The scale scenarios run one after the other, each on a control plane of its own,
+# each bounded by its own deadline.
+BENCH ?= .
+bench-scale: tools ## the scale scenarios alone (real ipamd processes; BENCH=<regexp> picks some, NICPOOL_SCALE_* change them: see e2e/scale)
+	$(GOTEST) -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 240m ./e2e/scale
 
 fuzz: ## run every fuzz target for FUZZTIME (default 60s)
 	@for spec in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \

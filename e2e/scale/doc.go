@@ -1,0 +1,22 @@
+// Package scale is nicpool's binaries-level limit test: real nicpool-ipamd processes
+// play the nodes of one real control plane, pods are bound to them, and every pod's
+// CNI ADD is run at once, either at its node's ipamd socket or through one exec of the
+// real CNI plugin per ADD, with the kubelet's retries. A run reports wall time,
+// allocations per second, first-attempt failures, duplicates and leaks, API writes,
+// bytes and watch events per allocation (from kube-apiserver's own metrics), the
+// largest object stored, and the CPU seconds of ipamd, kube-apiserver and etcd; it
+// ends with the invariant check.
+//
+// The benchmarks of this package are the scenarios of `make bench`; each runs on a
+// control plane of its own, one after the other:
+//
+//	go test -run '^$' -bench 'Limit1000/socket' -benchtime 1x -timeout 30m ./e2e/scale
+//
+// Parameters of whichever scenario runs can be changed from the environment:
+// NICPOOL_SCALE_PODS, NICPOOL_SCALE_NODES, NICPOOL_SCALE_POOL_SIZE (addresses, 0 for
+// every host address of the subnet), NICPOOL_SCALE_SUBNET, NICPOOL_SCALE_MODE (socket
+// or exec), NICPOOL_SCALE_INFLIGHT (ADDs one node runs at once, 0 for all of its
+// pods), NICPOOL_SCALE_DEADLINE and NICPOOL_SCALE_BACKOFF (Go durations),
+// NICPOOL_SCALE_SAMPLE_EVERY (read the API server's counters each time this many more
+// pods hold an address).
+package scale

@@ -1,0 +1,127 @@
+package scale
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Lines is the run's report, one figure per line, for a benchmark's log.
+func (r *Result) Lines() []string {
+	s := r.Scenario
+	writes, conflicts := r.API.Writes()
+	ok := float64(max(r.Allocated, 1))
+	events, eventBytes := r.API.Watch()
+	low, high, res := r.API.LargestBody()
+	lines := []string{
+		fmt.Sprintf("scenario: %s (set up in %s)", s, r.SetUp.Round(time.Second)),
+		fmt.Sprintf("wall %s, %.0f allocations/s; %d of %d pods hold an address, %d failed their first attempt, %d ADDs in all",
+			r.Wall.Round(time.Millisecond), float64(r.Allocated)/r.Wall.Seconds(), r.Allocated, s.Pods, r.FirstAttemptFailed, r.Attempts),
+		fmt.Sprintf("time to address per pod: p50 %s, p99 %s, max %s", r.percentile(50), r.percentile(99), r.percentile(100)),
+		fmt.Sprintf("store: %d records; %d duplicates, %d leaked, %d pods not holding what they were given; invariants: %s",
+			r.Accounting.Records, r.Accounting.Duplicates, r.Accounting.Leaked, r.Accounting.Mismatched, verdict(r.Invariants)),
+		fmt.Sprintf("API writes: %.2f per allocation (%.0f, %.0f answered 409): %s; plus %.0f Events",
+			writes/ok, writes, conflicts, r.API.WriteBreakdown(), r.API.Events()),
+		fmt.Sprintf("bytes sent: %s per allocation (%s in all); largest write %s (%s); largest object stored: %s %s, %s",
+			bytesText(r.API.BodyBytes()/ok), bytesText(r.API.BodyBytes()), bodyRange(low, high), res, r.Largest.Resource, r.Largest.Name, bytesText(float64(r.Largest.Bytes))),
+		fmt.Sprintf("watch events of nicpool's objects: %.1f per allocation (%s per allocation), summed over watchers: %s",
+			events/ok, bytesText(eventBytes/ok), r.API.WatchBreakdown()),
+		fmt.Sprintf("CPU: kube-apiserver %.1f s, etcd %.1f s, the %d ipamd %.1f s, plugin execs %.1f s; largest ipamd peak RSS %s; load average %s",
+			r.API.APIServerCPU, r.API.EtcdCPU, s.Nodes, r.IpamdCPU, r.PluginCPU, bytesText(float64(r.IpamdPeakRSS)), r.Load),
+	}
+	if r.Settled > 0 || r.Unsettled != nil {
+		state := fmt.Sprintf("settled %s after the last ADD", r.Settled.Round(time.Second))
+		if r.Unsettled != nil {
+			state = "NOT SETTLED: " + r.Unsettled.Error()
+		}
+		lines = append(lines, "nicpool's objects, checked once ipamd finished what callers gave up on: "+state)
+	}
+	for _, e := range r.Accounting.Examples {
+		lines = append(lines, "  problem: "+e)
+	}
+	shapes := make([]string, 0, len(r.Errors))
+	for e := range r.Errors {
+		shapes = append(shapes, e)
+	}
+	sort.Slice(shapes, func(i, j int) bool { return r.Errors[shapes[i]] > r.Errors[shapes[j]] })
+	for i, e := range shapes {
+		if i == 5 {
+			lines = append(lines, fmt.Sprintf("  … and %d more kinds of error", len(shapes)-5))
+			break
+		}
+		lines = append(lines, fmt.Sprintf("  error ×%d: %s", r.Errors[e], e))
+	}
+	return lines
+}
+
+// Windows reports the cost per allocation as the pool filled, one line per step of
+// size allocations.
+func (r *Result) Windows(step int64) []string {
+	var lines []string
+	for from := int64(0); from < int64(r.Allocated); from += step {
+		w, err := r.window(from, from+step)
+		if err != nil {
+			continue
+		}
+		lines = append(lines, w.String())
+	}
+	return lines
+}
+
+func (w Window) String() string {
+	return fmt.Sprintf("allocated %6d–%6d: %6.0f/s, %.2f writes, %s sent, %.1f watch events (%s) per allocation",
+		w.From, w.To, w.Rate, w.Writes, bytesText(w.Bytes), w.WatchEvents, bytesText(w.WatchBytes))
+}
+
+// Metrics are the figures a benchmark reports with ReportMetric.
+func (r *Result) Metrics() map[string]float64 {
+	writes, conflicts := r.API.Writes()
+	ok := float64(max(r.Allocated, 1))
+	events, _ := r.API.Watch()
+	return map[string]float64{
+		"wall-s":           r.Wall.Seconds(),
+		"allocs/s":         float64(r.Allocated) / r.Wall.Seconds(),
+		"allocated":        float64(r.Allocated),
+		"first-failed":     float64(r.FirstAttemptFailed),
+		"writes/alloc":     writes / ok,
+		"conflicts":        conflicts,
+		"bytes/alloc":      r.API.BodyBytes() / ok,
+		"watch-ev/alloc":   events / ok,
+		"largest-obj-KiB":  float64(r.Largest.Bytes) / 1024,
+		"apiserver-cpu-s":  r.API.APIServerCPU,
+		"ipamd-cpu-s":      r.IpamdCPU,
+		"p99-ms":           float64(r.percentile(99).Milliseconds()),
+		"duplicates+leaks": float64(r.Accounting.Duplicates + r.Accounting.Leaked + r.Accounting.Mismatched),
+	}
+}
+
+func (r *Result) percentile(p int) time.Duration {
+	if len(r.PodLatency) == 0 {
+		return 0
+	}
+	i := min(len(r.PodLatency)*p/100, len(r.PodLatency)-1)
+	return r.PodLatency[i].Round(time.Millisecond)
+}
+
+func bodyRange(low, high float64) string {
+	switch {
+	case high == 0:
+		return "none"
+	case math.IsInf(high, 1):
+		return fmt.Sprintf("over %s", bytesText(low))
+	}
+	return fmt.Sprintf("%s–%s", bytesText(low), bytesText(high))
+}
+
+func verdict(err error) string {
+	if err == nil {
+		return "hold"
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) > 3 {
+		return fmt.Sprintf("VIOLATED (%d): %s …", len(lines), strings.Join(lines[:3], "; "))
+	}
+	return "VIOLATED: " + strings.Join(lines, "; ")
+}

@@ -1,0 +1,243 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nicpool/nicpool/e2e/binaries"
+	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/ipamd/invariants"
+)
+
+// Result is what one run observed.
+type Result struct {
+	Scenario Scenario
+	// SetUp is the time taken to write the pods and start the ipamd processes.
+	SetUp time.Duration
+	// Wall runs from the first ADD's start to the last pod's end (success or
+	// deadline), retries included.
+	Wall time.Duration
+	// Allocated pods hold an address; FirstAttemptFailed pods needed a retry;
+	// Attempts counts every ADD.
+	Allocated, FirstAttemptFailed, Attempts int
+	// Errors counts the failed attempts' errors by shape.
+	Errors map[string]int
+	// PodLatency is each allocated pod's time to its address, sorted.
+	PodLatency []time.Duration
+	Accounting Accounting
+	// Invariants is the invariant checker's verdict (nil: I1–I4 hold).
+	Invariants error
+	// API is what the control plane counted during the ADDs.
+	API *Counters
+	// Samples are the control plane's counters as the pool filled.
+	Samples []Sample
+	// Largest is the largest object of nicpool's API groups at the end.
+	Largest StoredObject
+	// IpamdCPU and PluginCPU are CPU seconds during the ADDs: all ipamd processes,
+	// all plugin execs.
+	IpamdCPU, PluginCPU float64
+	// Settled is how long nicpool's objects took to stop changing after the last
+	// ADD when some attempts failed (their work may go on in ipamd); Unsettled says
+	// they had not stopped by the bound.
+	Settled   time.Duration
+	Unsettled error
+	// IpamdPeakRSS is the largest resident peak of one ipamd.
+	IpamdPeakRSS int64
+	// Load is the machine's load average at the end.
+	Load string
+}
+
+// settleTimeout bounds the wait for ipamd to finish what callers gave up on.
+const settleTimeout = 3 * time.Minute
+
+// Sample is the control plane's counters when Allocated pods held an address.
+type Sample struct {
+	Allocated int64
+	Counters  *Counters
+}
+
+// Run sets the scenario up on env's control plane, runs every ADD, and checks and
+// measures the outcome. Its error is for a run that could not be made (set-up,
+// scraping); what the run found is in Result.
+func Run(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario) (*Result, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	w, err := setUp(ctx, env, bins, s)
+	if w != nil {
+		defer w.tearDown()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("set up %s: %w", s, err)
+	}
+	r := &Result{Scenario: s, SetUp: time.Since(began), Errors: map[string]int{}}
+
+	var rt runtime
+	var plugin *execRuntime
+	switch s.Mode {
+	case Exec:
+		plugin = newExecRuntime(w, bins.Plugin, s.AttemptTimeout)
+		rt = plugin
+	default:
+		rt = newSocketRuntime(w, s.AttemptTimeout)
+	}
+	before, err := ReadCounters(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	cpuBefore, err := w.ipamdCPU()
+	if err != nil {
+		return nil, err
+	}
+	var allocated atomic.Int64
+	done := make(chan struct{})
+	samples := make(chan []Sample, 1)
+	go func() { samples <- sample(ctx, env, s.SampleEvery, &allocated, done) }()
+
+	start := time.Now()
+	out := kubelets(s, w, rt, &allocated)
+	r.Wall = time.Since(start)
+	close(done)
+
+	after, err := ReadCounters(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	cpuAfter, err := w.ipamdCPU()
+	if err != nil {
+		return nil, err
+	}
+	r.API = after.Sub(before)
+	r.IpamdCPU = cpuAfter - cpuBefore
+	if plugin != nil {
+		r.PluginCPU = plugin.cpuSeconds()
+	}
+	r.Samples = append([]Sample{{Allocated: 0, Counters: before}}, <-samples...)
+	r.Samples = append(r.Samples, Sample{Allocated: allocated.Load(), Counters: after})
+	if r.IpamdPeakRSS, err = w.peakMemory(); err != nil {
+		return nil, err
+	}
+	if err := w.alive(); err != nil {
+		return nil, fmt.Errorf("an ipamd died during the run: %w", err)
+	}
+
+	for _, o := range out {
+		r.Attempts += o.Attempts
+		if o.FirstFailed {
+			r.FirstAttemptFailed++
+		}
+		for _, e := range o.Errors {
+			r.Errors[errorShape(e)]++
+		}
+		if o.Address != "" {
+			r.Allocated++
+			r.PodLatency = append(r.PodLatency, o.Latency)
+		}
+	}
+	sort.Slice(r.PodLatency, func(i, j int) bool { return r.PodLatency[i] < r.PodLatency[j] })
+
+	if r.Attempts > r.Allocated {
+		r.Settled, r.Unsettled = settle(ctx, env, settleTimeout)
+	}
+	c, err := writer(env)
+	if err != nil {
+		return nil, err
+	}
+	if r.Accounting, err = account(ctx, c, s.Name, w.pods, out); err != nil {
+		return nil, err
+	}
+	// Every pod of the run is alive and none was deleted: what holds at rest holds.
+	r.Invariants = invariants.Check(ctx, c, invariants.Options{Converged: true})
+	if r.Largest, err = largestStored(ctx, env); err != nil {
+		return nil, err
+	}
+	r.Load = loadAverage()
+	return r, nil
+}
+
+// sample reads the control plane's counters each time every more pods hold an
+// address, until done is closed.
+func sample(ctx context.Context, env *testenv.Env, every int, allocated *atomic.Int64, done <-chan struct{}) []Sample {
+	if every <= 0 {
+		return nil
+	}
+	var out []Sample
+	next := int64(every)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return out
+		case <-tick.C:
+		}
+		n := allocated.Load()
+		if n < next {
+			continue
+		}
+		c, err := ReadCounters(ctx, env)
+		if err != nil {
+			continue // the run's end reads them again and reports a failure
+		}
+		// The ADDs go on during the read: count the middle.
+		out = append(out, Sample{Allocated: (n + allocated.Load()) / 2, Counters: c})
+		for next <= n {
+			next += int64(every)
+		}
+	}
+}
+
+// Window is the cost of allocating the addresses From..To of a run.
+type Window struct {
+	From, To int64
+	// per allocation
+	Writes, Bytes, WatchEvents, WatchBytes float64
+	Rate                                   float64 // allocations per second
+}
+
+// window computes the cost per allocation between the last sample at or below
+// from and the first at or above to.
+func (r *Result) window(from, to int64) (Window, error) {
+	var lo, hi *Sample
+	for i := range r.Samples {
+		s := &r.Samples[i]
+		if s.Allocated <= from {
+			lo = s
+		}
+		if s.Allocated >= to && hi == nil {
+			hi = s
+		}
+	}
+	if lo == nil || hi == nil || hi.Allocated <= lo.Allocated {
+		return Window{}, errors.New("no samples around the window")
+	}
+	d := hi.Counters.Sub(lo.Counters)
+	n := float64(hi.Allocated - lo.Allocated)
+	writes, _ := d.Writes()
+	ev, evb := d.Watch()
+	w := Window{From: lo.Allocated, To: hi.Allocated, Writes: writes / n, Bytes: d.BodyBytes() / n, WatchEvents: ev / n, WatchBytes: evb / n}
+	if secs := hi.Counters.At.Sub(lo.Counters.At).Seconds(); secs > 0 {
+		w.Rate = n / secs
+	}
+	return w, nil
+}
+
+// loadAverage tells how busy the shared machine was, to read the wall time against.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,165 @@
+package scale
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nicpool/nicpool/e2e/binaries"
+	"github.com/nicpool/nicpool/ipamd/api"
+)
+
+// runtime is a node's container runtime as far as IPAM goes: CNI ADD for a new pod
+// sandbox, and CNI DEL when setting the sandbox up failed.
+type runtime interface {
+	add(ctx context.Context, p Pod, container string) (address string, err error)
+	del(ctx context.Context, p Pod, container string) error
+}
+
+// network is the CNI network name every ADD names.
+const network = "scale"
+
+// netns is a sandbox's network namespace path, shaped like containerd's.
+func netns(p Pod) string { return "/var/run/netns/cni-" + p.UID }
+
+// socketRuntime calls each node's ipamd socket, as the plugin does.
+type socketRuntime struct{ clients []*api.Client }
+
+func newSocketRuntime(w *world, timeout time.Duration) *socketRuntime {
+	r := &socketRuntime{clients: make([]*api.Client, len(w.nodes))}
+	for n, d := range w.nodes {
+		r.clients[n] = api.NewClient(d.Socket, timeout)
+	}
+	return r
+}
+
+func (r *socketRuntime) add(ctx context.Context, p Pod, container string) (string, error) {
+	resp, err := r.clients[p.Node].Allocate(ctx, &api.AllocateRequest{
+		Attachment: api.Attachment{ContainerID: container, Interface: "eth0"},
+		NetNS:      netns(p),
+		Pod:        api.Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID},
+		Network:    api.NetworkConfig{Name: network},
+	})
+	if err != nil {
+		return "", err
+	}
+	if len(resp.IPs) != 1 {
+		return "", fmt.Errorf("ipamd answered %d addresses for eth0, want 1", len(resp.IPs))
+	}
+	return resp.IPs[0].Address, nil
+}
+
+func (r *socketRuntime) del(ctx context.Context, p Pod, container string) error {
+	_, err := r.clients[p.Node].Release(ctx, &api.ReleaseRequest{
+		Attachment: api.Attachment{ContainerID: container, Interface: "eth0"},
+		Pod:        api.Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID},
+		Network:    api.NetworkConfig{Name: network},
+	})
+	var e *api.Error
+	if errors.As(err, &e) && e.Code == api.CodeUnknownContainer {
+		return nil
+	}
+	return err
+}
+
+// execRuntime runs the real CNI plugin binary once per call, as a container runtime
+// does, with the node's network configuration on stdin.
+type execRuntime struct {
+	plugin  string
+	nodes   []*binaries.Ipamd
+	timeout time.Duration
+
+	mu  sync.Mutex
+	cpu float64 // user+system seconds of every plugin run
+}
+
+func newExecRuntime(w *world, plugin string, timeout time.Duration) *execRuntime {
+	return &execRuntime{plugin: plugin, nodes: w.nodes, timeout: timeout}
+}
+
+// conf is node n's network configuration: nicpool as the IPAM of a macvlan network,
+// its socket the node's, its request_timeout the attempt's bound.
+func (r *execRuntime) conf(n int) []byte {
+	return fmt.Appendf(nil, `{"cniVersion":"1.1.0","name":%q,"type":"macvlan","master":"eth0","ipam":{"type":"nicpool","ipam_unix_socket_path":%q,"request_timeout":%q}}`,
+		network, r.nodes[n].Socket, r.timeout.String())
+}
+
+func (r *execRuntime) run(ctx context.Context, verb string, p Pod, container string) ([]byte, error) {
+	// The plugin bounds its own call to ipamd by request_timeout; the runtime bounds
+	// the whole call as the kubelet bounds RunPodSandbox.
+	ctx, cancel := context.WithTimeout(ctx, KubeletRuntimeRequestTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.plugin)
+	cmd.Env = []string{
+		"CNI_COMMAND=" + verb, "CNI_CONTAINERID=" + container, "CNI_NETNS=" + netns(p), "CNI_IFNAME=eth0",
+		"CNI_PATH=/opt/cni/bin",
+		"CNI_ARGS=K8S_POD_NAMESPACE=" + p.Namespace + ";K8S_POD_NAME=" + p.Name + ";K8S_POD_INFRA_CONTAINER_ID=" + container + ";K8S_POD_UID=" + p.UID,
+		// Where this node's /run/nicpool is on this host, for a plugin that confines
+		// its socket to /run/nicpool.
+		"NICPOOL_CNI_RUN_DIR=" + r.nodes[p.Node].RunDir,
+	}
+	cmd.Stdin = bytes.NewReader(r.conf(p.Node))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if cmd.ProcessState != nil {
+		r.mu.Lock()
+		r.cpu += cmd.ProcessState.UserTime().Seconds() + cmd.ProcessState.SystemTime().Seconds()
+		r.mu.Unlock()
+	}
+	if err != nil {
+		var e struct {
+			Code uint   `json:"code"`
+			Msg  string `json:"msg"`
+		}
+		if json.Unmarshal(stdout.Bytes(), &e) == nil && e.Msg != "" {
+			return nil, fmt.Errorf("CNI %s error %d: %s", verb, e.Code, e.Msg)
+		}
+		return nil, fmt.Errorf("CNI %s: %w: %s", verb, err, strings.TrimSpace(lastLine(stderr.String())))
+	}
+	return stdout.Bytes(), nil
+}
+
+func (r *execRuntime) add(ctx context.Context, p Pod, container string) (string, error) {
+	out, err := r.run(ctx, "ADD", p, container)
+	if err != nil {
+		return "", err
+	}
+	var result struct {
+		IPs []struct {
+			Address string `json:"address"`
+		} `json:"ips"`
+	}
+	if err := json.Unmarshal(out, &result); err != nil {
+		return "", fmt.Errorf("CNI ADD printed %q: %w", out, err)
+	}
+	if len(result.IPs) != 1 {
+		return "", fmt.Errorf("CNI ADD result has %d addresses, want 1: %s", len(result.IPs), out)
+	}
+	return result.IPs[0].Address, nil
+}
+
+func (r *execRuntime) del(ctx context.Context, p Pod, container string) error {
+	_, err := r.run(ctx, "DEL", p, container)
+	return err
+}
+
+func (r *execRuntime) cpuSeconds() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cpu
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
