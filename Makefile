@@ -86,5 +86,5 @@ images: ## build the container images nicpool/<binary>:dev with Docker from buil
 	@for c in $(IMAGES); do echo "== $(IMAGE_REPO)/$$c:$(IMAGE_TAG)"; \
 	  DOCKER_BUILDKIT=1 $(DOCKER) build -f build/$$c.Dockerfile -t $(IMAGE_REPO)/$$c:$(IMAGE_TAG) . ; done
 
-manifests: ## regenerate manifests/base's CRDs and webhook configurations from crds/yaml and webhook/configs
+manifests: ## regenerate manifests/base's CRDs, webhook configurations and admission policies from crds/yaml and webhook/configs
 	$(GO) run ./hack/manifests

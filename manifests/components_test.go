@@ -18,11 +18,13 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +35,7 @@ import (
 	"github.com/nicpool/nicpool/certs"
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/daemon"
 	nicwebhook "github.com/nicpool/nicpool/webhook"
@@ -92,6 +95,27 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
+// nodeToken returns a config that authenticates with a token of nicpool's service
+// account name bound to a Node (created here), as the token projected into a pod
+// on that node: the API server adds the node's name to the user.
+func nodeToken(t *testing.T, e *testenv.Env, name, node string) *rest.Config {
+	t.Helper()
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(e.Config)
+	n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		BoundObjectRef: &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rest.Config{Host: e.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: e.Config.CAData}, BearerToken: tr.Status.Token}
+}
+
 func rbacOnly(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 	keep := []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 	var out []*unstructured.Unstructured
@@ -119,16 +143,15 @@ func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool,
 // Secret, injects the CA into nicpool's webhook configurations and admits pools, pods
 // and endpoints over TLS (the configurations are the rendered ones, pointed at this
 // process); it puts its finalizer on the pool and, once the pod is gone, releases the
-// address and deletes the endpoint. ipamd syncs its caches and allocates (pool
-// status, SpiderEndpoint, events).
+// address and deletes the endpoint. ipamd, with a token bound to its node (as its
+// DaemonSet pod's), syncs its caches and allocates (pool status, SpiderEndpoint,
+// events) under the admission policies.
 func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 	e := controlPlane(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	objs := render(t, "overlays/self-managed")
-	rbac := rbacOnly(objs)
-	apply(t, e.Client, rbac)
-	t.Cleanup(func() { remove(t, e.Client, rbac) })
+	applyAccess(t, e, "overlays/self-managed")
 
 	const node, ns, podName, poolName = "rbac-node", "rbac-tenant", "app-0", "rbac-v4"
 
@@ -212,7 +235,7 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 
 	// ipamd, as its DaemonSet runs it: Start returns once its caches synced.
 	sock := filepath.Join(t.TempDir(), "ipamd.sock")
-	d, err := daemon.New(ipamdRefused.watch(serviceAccount(e, "nicpool-ipamd")), daemon.Options{NodeName: node, SocketPath: sock, Scheme: e.Scheme, Log: logr.Discard()})
+	d, err := daemon.New(ipamdRefused.watch(nodeToken(t, e, "nicpool-ipamd", node)), daemon.Options{NodeName: node, SocketPath: sock, Scheme: e.Scheme, Log: logr.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}

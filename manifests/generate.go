@@ -1,6 +1,6 @@
 // Package manifests renders the generated parts of nicpool's kustomize base from
-// their Go sources: the CRDs (crds/yaml) and the webhook configurations
-// (webhook/configs). `make manifests` writes them; a test fails when the checked-in
+// their Go sources: the CRDs (crds/yaml), the webhook configurations and the
+// ValidatingAdmissionPolicies (webhook/configs). `make manifests` writes them; a test fails when the checked-in
 // copies are stale, so the manifests, the webhook and the tests share one source.
 package manifests
 
@@ -58,6 +58,23 @@ func Generated() (map[string][]byte, error) {
 		buf.Write(y)
 	}
 	out[filepath.Join("base", "webhook-configurations.yaml")] = buf.Bytes()
+
+	policies, bindings := configs.Policies(configs.Options{})
+	buf = bytes.Buffer{}
+	fmt.Fprintf(&buf, header, "webhook/configs")
+	for i, p := range policies {
+		for j, obj := range []any{p, bindings[i]} {
+			y, err := cleanYAML(obj)
+			if err != nil {
+				return nil, fmt.Errorf("admission policies: %w", err)
+			}
+			if i > 0 || j > 0 {
+				buf.WriteString("---\n")
+			}
+			buf.Write(y)
+		}
+	}
+	out[filepath.Join("base", "admission-policies.yaml")] = buf.Bytes()
 	return out, nil
 }
 

@@ -85,7 +85,8 @@ func TestEveryKustomizationInstallsCRDsIntoOneNamespace(t *testing.T) {
 		if ns := kinds(objs, "Namespace"); len(ns) != 1 || ns[0].GetName() != namespace {
 			t.Errorf("want exactly the Namespace %s, got %d namespaces", namespace, len(ns))
 		}
-		cluster := []string{"CustomResourceDefinition", "Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+		cluster := []string{"CustomResourceDefinition", "Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 		for _, o := range objs {
 			// The label lets an operator find (and delete) everything nicpool installed.
 			if o.GetLabels()["app.kubernetes.io/part-of"] != "nicpool" {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/webhook/configs"
-	"github.com/nicpool/nicpool/webhook/endpoint"
 	"github.com/nicpool/nicpool/webhook/lookup"
 	"github.com/nicpool/nicpool/webhook/metrics"
 	"github.com/nicpool/nicpool/webhook/pod"
@@ -24,10 +23,8 @@ import (
 // Webhook names as the metrics label them.
 const (
 	MutatePod          = "mutate-pod"
-	ValidatePod        = "validate-pod"
 	MutatePool         = "mutate-spiderippool"
 	ValidatePool       = "validate-spiderippool"
-	ValidateEndpoint   = "validate-spiderendpoint"
 	MutateReservedIP   = "mutate-spiderreservedip"
 	ValidateReservedIP = "validate-spiderreservedip"
 )
@@ -65,13 +62,19 @@ func Setup(ctx context.Context, mgr manager.Manager) (*lookup.Views, error) {
 		srv.Register(path, &admission.Webhook{Handler: metrics.Instrument(name, h)})
 	}
 	adm := pod.New(views)
-	register(configs.MutatePodPath, MutatePod, &pod.Handler{Admission: adm, Mode: pod.Mutate, Ready: views.Synced})
-	register(configs.ValidatePodPath, ValidatePod, &pod.Handler{Admission: adm, Mode: pod.Validate, Ready: views.Synced})
+	register(configs.MutatePodPath, MutatePod, &pod.Handler{Admission: adm, Ready: views.Synced})
 
 	scheme := mgr.GetScheme()
 	register(configs.MutatePoolPath, MutatePool, admission.WithDefaulter[*v2beta1.SpiderIPPool](scheme, pool.Defaulter{}).Handler)
 	register(configs.ValidatePoolPath, ValidatePool, admission.WithValidator[*v2beta1.SpiderIPPool](scheme, &pool.Validator{Reader: mgr.GetAPIReader()}).Handler)
-	register(configs.ValidateEndpointPath, ValidateEndpoint, admission.WithValidator[*v2beta1.SpiderEndpoint](scheme, endpoint.Validator{}).Handler)
+	// Earlier releases registered webhooks on these paths; their checks are now
+	// ValidatingAdmissionPolicies (configs.Policies). Until an upgrade has replaced the
+	// old ValidatingWebhookConfiguration, the API server may still call them: admit.
+	for _, path := range []string{"/validate-pod", "/validate-spiderendpoint"} {
+		srv.Register(path, &admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
+			return admission.Allowed("checked by nicpool's ValidatingAdmissionPolicies")
+		})})
+	}
 	register(configs.MutateReservedIPPath, MutateReservedIP, admission.WithDefaulter[*v2beta1.SpiderReservedIP](scheme, pool.ReservedDefaulter{}).Handler)
 	register(configs.ValidateReservedIPPath, ValidateReservedIP, admission.WithValidator[*v2beta1.SpiderReservedIP](scheme, pool.ReservedValidator{}).Handler)
 	if err := (&pool.TotalCounter{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {

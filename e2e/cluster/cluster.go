@@ -32,6 +32,8 @@ var Controllers = []string{
 	"serviceaccount-controller",
 	"serviceaccount-token-controller",
 	"ttl-after-finished-controller",
+	// Type-checks ValidatingAdmissionPolicies (nicpool's are checked by the suite).
+	"validatingadmissionpolicy-status-controller",
 }
 
 // Options tune the cluster.

@@ -72,14 +72,16 @@ const (
 )
 
 // accessKinds are the objects of the manifests that say who may do what; the local
-// stack applies them and runs ipamd and the webhook under exactly that RBAC.
+// stack applies them and runs ipamd and the webhook under exactly that RBAC and those
+// admission policies.
 var accessKinds = map[string]bool{
 	"Namespace": true, "ServiceAccount": true, "Secret": true,
 	"ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
 }
 
-// applyAccess creates nicpool's namespace, service accounts, RBAC and certificate
-// Secret as the self-managed overlay of manifests/ renders them.
+// applyAccess creates nicpool's namespace, service accounts, RBAC, admission policies
+// and certificate Secret as the self-managed overlay of manifests/ renders them.
 func (s *Stack) applyAccess(ctx context.Context) error {
 	objs, err := manifests.Render(filepath.Join(testenv.RepoRoot(), "manifests", "overlays", "self-managed"))
 	if err != nil {
@@ -124,6 +126,14 @@ func (s *Stack) startWebhook(ctx context.Context) error {
 	if err := s.Client.Create(ctx, validating); err != nil {
 		return err
 	}
+	s.webhookPort, s.webhookProbe = port, probe
+	return s.runWebhook(ctx)
+}
+
+// runWebhook starts the nicpool-webhook process on the ports startWebhook chose and
+// waits until it serves.
+func (s *Stack) runWebhook(ctx context.Context) error {
+	port, probe := s.webhookPort, s.webhookProbe
 	kc, err := s.ServiceAccountKubeconfig(configs.DefaultNamespace, webhookServiceAccount)
 	if err != nil {
 		return err
@@ -201,9 +211,11 @@ func (s *Stack) waitWebhook(ctx context.Context, p *cluster.Process, probe int) 
 }
 
 // startIpamd runs one node's nicpool-ipamd, serving the node's socket, and waits
-// until it answers.
+// until it answers. Its credentials are a token of its service account bound to its
+// Node, so that the API server's policies know which node it writes for, as with the
+// token the DaemonSet's pod gets.
 func (s *Stack) startIpamd(ctx context.Context, nodeName, dir, runDir string) (*cluster.Process, error) {
-	kc, err := s.ServiceAccountKubeconfig(configs.DefaultNamespace, ipamdServiceAccount)
+	kc, err := s.NodeTokenKubeconfig(ctx, configs.DefaultNamespace, ipamdServiceAccount, nodeName)
 	if err != nil {
 		return nil, err
 	}
@@ -256,6 +268,26 @@ func freePort() (int, error) {
 }
 
 func nameOf(name string) types.NamespacedName { return types.NamespacedName{Name: name} }
+
+// StopWebhook stops nicpool-webhook (SIGTERM, then SIGKILL after grace), as when
+// every replica of its Deployment is down; its configurations and policies stay.
+func (s *Stack) StopWebhook(grace time.Duration) error {
+	if s.Webhook == nil {
+		return errors.New("nicpool-webhook is not running")
+	}
+	err := s.Webhook.Stop(grace)
+	s.Webhook = nil
+	return err
+}
+
+// StartWebhook starts nicpool-webhook again after StopWebhook and waits until it
+// serves.
+func (s *Stack) StartWebhook(ctx context.Context) error {
+	if s.Webhook != nil {
+		return errors.New("nicpool-webhook is running")
+	}
+	return s.runWebhook(ctx)
+}
 
 // StopIpamd stops a node's ipamd (SIGTERM, then SIGKILL after grace), as when its
 // DaemonSet pod dies; KillIpamd is the crash.

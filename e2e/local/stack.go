@@ -48,6 +48,9 @@ type Stack struct {
 
 	binDir string
 	ipamd  map[string]*cluster.Process
+	// webhookPort and webhookProbe are where nicpool-webhook serves admission and
+	// readiness; kept so that a restarted webhook serves where it is registered.
+	webhookPort, webhookProbe int
 
 	out    io.Writer
 	ownDir bool
@@ -131,15 +134,8 @@ func (s *Stack) addNode(ctx context.Context, i int) error {
 		return err
 	}
 	runDir := filepath.Join(dir, "run")
-	if s.IPAM == IPAMNicpool {
-		p, err := s.startIpamd(ctx, name, dir, runDir)
-		if p != nil {
-			s.ipamd[name] = p
-		}
-		if err != nil {
-			return err
-		}
-	}
+	// The Node first: ipamd's token is bound to it. Pods are scheduled to it once it
+	// is Ready; their ADD waits for ipamd's socket.
 	n, err := node.Start(ctx, node.Config{
 		Name:           name,
 		PodCIDR:        fmt.Sprintf("10.244.%d.0/24", i+1),
@@ -157,6 +153,15 @@ func (s *Stack) addNode(ctx context.Context, i int) error {
 		return err
 	}
 	s.Nodes = append(s.Nodes, n)
+	if s.IPAM == IPAMNicpool {
+		p, err := s.startIpamd(ctx, name, dir, runDir)
+		if p != nil {
+			s.ipamd[name] = p
+		}
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

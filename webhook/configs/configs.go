@@ -21,10 +21,8 @@ const (
 // Paths the webhook server serves, one per webhook.
 const (
 	MutatePodPath          = "/mutate-pod"
-	ValidatePodPath        = "/validate-pod"
 	MutatePoolPath         = "/mutate-spiderippool"
 	ValidatePoolPath       = "/validate-spiderippool"
-	ValidateEndpointPath   = "/validate-spiderendpoint"
 	MutateReservedIPPath   = "/mutate-spiderreservedip"
 	ValidateReservedIPPath = "/validate-spiderreservedip"
 	DefaultNamespace       = "nicpool-system"
@@ -38,15 +36,13 @@ const (
 // annotation, carries nicpool's endpoint stamp (kept only if nicpool wrote it), or is
 // controlled by a StatefulSet (whose addresses must stick whatever picks its pools, so
 // every such pod is stamped). Any other pod never depends on the webhook being up.
-const (
-	podConditionName = "pod-uses-nicpool-admission"
-	podCondition     = "(has(object.metadata.annotations) && (" +
-		"'" + annotations.IPPools + "' in object.metadata.annotations || " +
-		"'" + annotations.IPPool + "' in object.metadata.annotations || " +
-		"'" + annotations.EndpointUID + "' in object.metadata.annotations)) || " +
-		"(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, " +
-		"r.apiVersion == 'apps/v1' && r.kind == 'StatefulSet' && has(r.controller) && r.controller))"
-)
+const podConditionName = "pod-uses-nicpool-admission"
+
+var podCondition = "(has(object.metadata.annotations) && (" +
+	"'" + annotations.IPPools + "' in object.metadata.annotations || " +
+	"'" + annotations.IPPool + "' in object.metadata.annotations || " +
+	"'" + annotations.EndpointUID + "' in object.metadata.annotations)) || " +
+	"(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, " + statefulSetOwnerCEL("r") + "))"
 
 // Options say where the webhook server is reached.
 type Options struct {
@@ -85,6 +81,13 @@ func (o Options) ExcludedNamespaces() []string {
 	return []string{"kube-system", o.withDefaults().Namespace}
 }
 
+// namespaceSelector selects every namespace but the excluded ones.
+func (o Options) namespaceSelector() *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: namespaceNameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: o.ExcludedNamespaces(),
+	}}}
+}
+
 // Configurations returns nicpool's webhook configurations. Every webhook fails
 // closed (failurePolicy Fail) with a short timeout and no side effects; namespaced
 // objects in kube-system and nicpool's namespace are never sent; and only pods that
@@ -93,9 +96,7 @@ func (o Options) ExcludedNamespaces() []string {
 // up.
 func Configurations(o Options) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	o = o.withDefaults()
-	nsSelector := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-		Key: namespaceNameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: o.ExcludedNamespaces(),
-	}}}
+	nsSelector := o.namespaceSelector()
 	client := func(path string) admissionregistrationv1.WebhookClientConfig {
 		p := path
 		return admissionregistrationv1.WebhookClientConfig{
@@ -139,9 +140,7 @@ func Configurations(o Options) (*admissionregistrationv1.MutatingWebhookConfigur
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: ValidatingName, Labels: map[string]string{"app.kubernetes.io/part-of": "nicpool"}},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			validating("pods.nicpool.io", ValidatePodPath, podRules, podMatch),
 			validating("spiderippools.nicpool.io", ValidatePoolPath, rules(group, version, "spiderippools", admissionregistrationv1.ClusterScope, admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete), nil),
-			validating("spiderendpoints.nicpool.io", ValidateEndpointPath, rules(group, version, "spiderendpoints", admissionregistrationv1.NamespacedScope, admissionregistrationv1.Create, admissionregistrationv1.Update), nil),
 			validating("spiderreservedips.nicpool.io", ValidateReservedIPPath, rules(group, version, "spiderreservedips", admissionregistrationv1.ClusterScope, admissionregistrationv1.Create, admissionregistrationv1.Update), nil),
 		},
 	}

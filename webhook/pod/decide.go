@@ -2,6 +2,7 @@ package pod
 
 import (
 	"context"
+	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -80,6 +81,14 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 	single, hasSingle := pod.Annotations[annotations.IPPool]
 	var sel []annotations.PoolSelection
 	fromSingle := false
+	for _, a := range [...]Annotation{{annotations.IPPools, multi}, {annotations.IPPool, single}} {
+		if err := checkSize(a.Key, a.Value); err != nil {
+			d.Errs = append(d.Errs, err)
+		}
+	}
+	if len(d.Errs) > 0 {
+		return
+	}
 	switch {
 	case hasMulti:
 		parsed, errs := a.parse.poolSelections(multi)
@@ -123,7 +132,13 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 	if len(d.Errs) > 0 {
 		return
 	}
-	if resolved := annotations.Marshal(sel); !hasMulti || resolved != multi {
+	resolved := annotations.Marshal(sel)
+	if len(resolved) > MaxSelectionBytes {
+		d.Errs = field.ErrorList{field.Invalid(annotations.Path(annotations.IPPools), fmt.Sprintf("<%d bytes once wildcards are expanded>", len(resolved)),
+			fmt.Sprintf("its wildcards match so many pools that the resolved selection exceeds %d bytes: use narrower patterns", MaxSelectionBytes))}
+		return
+	}
+	if !hasMulti || resolved != multi {
 		d.Set = append(d.Set, Annotation{Key: annotations.IPPools, Value: resolved})
 	}
 	if hasSingle {

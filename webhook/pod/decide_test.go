@@ -79,7 +79,7 @@ func TestDecideIsIdempotent(t *testing.T) {
 
 // The handler answers a second request for an admitted pod with no patch at all.
 func TestHandlerSecondCallHasNoPatch(t *testing.T) {
-	h := &pod.Handler{Admission: pod.New(offlineViews()), Mode: pod.Mutate}
+	h := &pod.Handler{Admission: pod.New(offlineViews())}
 	p := samplePod()
 	k8sPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Annotations: p.Annotations, OwnerReferences: p.OwnerReferences}}
 	resp := h.Handle(context.Background(), request(t, k8sPod))
@@ -97,10 +97,6 @@ func TestHandlerSecondCallHasNoPatch(t *testing.T) {
 	resp = h.Handle(context.Background(), request(t, k8sPod))
 	if !resp.Allowed || len(resp.Patches) != 0 {
 		t.Errorf("second call: allowed=%v patches=%v; want allowed with no patch", resp.Allowed, resp.Patches)
-	}
-	v := &pod.Handler{Admission: pod.New(offlineViews()), Mode: pod.Validate}
-	if resp := v.Handle(context.Background(), request(t, k8sPod)); !resp.Allowed {
-		t.Errorf("validator refuses the mutated pod: %v", resp.Result)
 	}
 }
 
@@ -141,34 +137,10 @@ func TestDryRun(t *testing.T) {
 	}
 }
 
-// The validating webhook refuses a pod that skipped the mutation, and accepts a
-// stamp that no longer matches the endpoint (it may change between the two calls).
-func TestValidatorOnUnresolvedAndStalePods(t *testing.T) {
-	v := &pod.Handler{Admission: pod.New(offlineViews()), Mode: pod.Validate}
-	p := samplePod()
-	k := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Annotations: p.Annotations, OwnerReferences: p.OwnerReferences}}
-	resp := v.Handle(context.Background(), request(t, k))
-	if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "not as nicpool's mutating webhook leaves them") {
-		t.Fatalf("unresolved pod: allowed=%v result=%v", resp.Allowed, resp.Result)
-	}
-	adm := pod.New(offlineViews())
-	for _, s := range adm.Decide(context.Background(), p).Set {
-		k.Annotations[s.Key] = s.Value
-	}
-	k.Annotations[annotations.EndpointUID] = "an-endpoint-since-replaced"
-	if resp := v.Handle(context.Background(), request(t, k)); !resp.Allowed {
-		t.Errorf("stale stamp refused: %v", resp.Result)
-	}
-	delete(k.Annotations, annotations.EndpointUID)
-	if resp := v.Handle(context.Background(), request(t, k)); resp.Allowed {
-		t.Error("a StatefulSet pod without a stamp was allowed")
-	}
-}
-
 // Until its views are synced the webhook answers 503 (the API server fails the call
 // and the creator retries) rather than denying pods for pools it has not seen yet.
 func TestHandlerNotReady(t *testing.T) {
-	h := &pod.Handler{Admission: pod.New(lookup.NewViews(nil)), Mode: pod.Mutate, Ready: func() bool { return false }}
+	h := &pod.Handler{Admission: pod.New(lookup.NewViews(nil)), Ready: func() bool { return false }}
 	p := samplePod()
 	k := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Annotations: p.Annotations}}
 	resp := h.Handle(context.Background(), request(t, k))

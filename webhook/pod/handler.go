@@ -3,7 +3,6 @@ package pod
 import (
 	"context"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -13,29 +12,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-
-	"github.com/nicpool/nicpool/crds/annotations"
 )
 
-// Mode says which of the two pod webhooks a Handler serves.
-type Mode int
-
-const (
-	// Mutate resolves the pod's selections and stamps StatefulSet pods.
-	Mutate Mode = iota
-	// Validate refuses a pod whose selections are not resolved: the last word after
-	// every mutating webhook (ours included) has run.
-	Validate
-)
-
-// Handler serves one pod webhook. It decodes only the pod's metadata and answers
-// with a JSON patch of the annotations, so the cost of a request is the decision.
+// Handler serves the pod mutating webhook. It decodes only the pod's metadata and
+// answers with a JSON patch of the annotations, so the cost of a request is the
+// decision. That the result stays as it left it is checked by the API server itself
+// (the pods.nicpool.io ValidatingAdmissionPolicy of webhook/configs), without a
+// second call.
 type Handler struct {
 	Admission *Admission
-	Mode      Mode
 	// Ready reports whether the views are synced; until then requests fail with 503
 	// (and the API server retries or fails the create) instead of being denied for
 	// pools the views have not seen yet. Nil means always ready.
@@ -85,9 +72,6 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		name = m.Metadata.GenerateName + "*"
 	}
 	d := h.Admission.Decide(ctx, pod)
-	if h.Mode == Validate {
-		unresolved(pod, &d)
-	}
 	switch {
 	case d.Retry != "":
 		h.log(ctx, req, pod.Namespace, name).Info("pod denied, retryable", "reason", d.Retry)
@@ -96,7 +80,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		err := apierrors.NewInvalid(podKind, name, d.Errs)
 		h.log(ctx, req, pod.Namespace, name).Info("pod denied", "reason", err.ErrStatus.Message)
 		return denied(err.ErrStatus, d.Warnings)
-	case h.Mode == Validate || !d.Changed():
+	case !d.Changed():
 		return admission.Allowed("").WithWarnings(d.Warnings...)
 	}
 	if log := logf.FromContext(ctx).V(1); log.Enabled() {
@@ -111,11 +95,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 // log is the logger of one decision; built only when a line is written, as most
 // decisions write none.
 func (h *Handler) log(ctx context.Context, req admission.Request, namespace, name string) logr.Logger {
-	mode := "mutate"
-	if h.Mode == Validate {
-		mode = "validate"
-	}
-	return logf.FromContext(ctx).WithValues("webhook", mode, "pod", namespace+"/"+name, "dryRun", req.DryRun != nil && *req.DryRun)
+	return logf.FromContext(ctx).WithValues("pod", namespace+"/"+name, "dryRun", req.DryRun != nil && *req.DryRun)
 }
 
 type notReady struct{}
@@ -125,30 +105,6 @@ func (notReady) Error() string {
 }
 
 var errNotReady error = notReady{}
-
-// unresolved turns what a mutation would still change into a denial: the pod reached
-// the validating webhook without (or after undoing) the mutating one.
-func unresolved(pod *Pod, d *Decision) {
-	if d.Denied() {
-		return
-	}
-	// The endpoint may have changed since the mutation stamped the pod; a stamp
-	// nicpool wrote is enough here (ipamd compares it with the endpoint anyway).
-	if _, stamped := pod.Annotations[annotations.EndpointUID]; stamped {
-		d.Set = slices.DeleteFunc(d.Set, func(a Annotation) bool { return a.Key == annotations.EndpointUID })
-	}
-	if !d.Changed() {
-		return
-	}
-	keys := make([]string, 0, len(d.Set)+len(d.Remove))
-	for _, s := range d.Set {
-		keys = append(keys, s.Key)
-	}
-	keys = append(keys, d.Remove...)
-	d.Errs = field.ErrorList{field.Invalid(field.NewPath("metadata", "annotations"), strings.Join(keys, ", "),
-		"not as nicpool's mutating webhook leaves them (every ippools entry names its interface and concrete pools; no ippool; the endpoint stamp of a StatefulSet pod): check that nicpool's MutatingWebhookConfiguration is installed and that no later webhook rewrites these annotations")}
-	d.Set, d.Remove = nil, nil
-}
 
 func denied(s metav1.Status, warnings []string) admission.Response {
 	s.Status = metav1.StatusFailure

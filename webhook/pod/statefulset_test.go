@@ -61,7 +61,7 @@ func TestStatefulSetEndpoint(t *testing.T) {
 
 	t.Run("valid endpoint: its UID stamped", func(t *testing.T) {
 		ep := endpoint("web-1", record("eth0", "10.81.0.11/24"), record("net1", "10.81.0.12/24"))
-		if err := env.Client.Create(ctx, ep); err != nil {
+		if err := env.Nicpool.Create(ctx, ep); err != nil {
 			t.Fatal(err)
 		}
 		var got *corev1.Pod
@@ -82,7 +82,7 @@ func TestStatefulSetEndpoint(t *testing.T) {
 	t.Run("terminating endpoint: retryable denial, admitted once it is gone", func(t *testing.T) {
 		ep := endpoint("web-2", record("eth0", "10.81.0.21/24"))
 		ep.Finalizers = []string{"test.nicpool.io/hold"}
-		if err := env.Client.Create(ctx, ep); err != nil {
+		if err := env.Nicpool.Create(ctx, ep); err != nil {
 			t.Fatal(err)
 		}
 		if err := env.Client.Delete(ctx, ep); err != nil {
@@ -120,8 +120,8 @@ func TestStatefulSetEndpoint(t *testing.T) {
 	})
 
 	t.Run("inconsistent endpoint: denied with the reason", func(t *testing.T) {
-		// The endpoint validator refuses such records, so this endpoint is written
-		// the way legacy data would be: with that webhook out of the way.
+		// The API server refuses such records, so this endpoint is written the way
+		// legacy data would be: with nicpool's endpoint policy out of the way.
 		createUnvalidated(t, endpoint("web-3", record("net1", "10.81.0.31/24"), record("net1", "10.81.0.32/24")))
 		var denial error
 		waitFor(t, "the pod to be denied", func() bool {
@@ -137,7 +137,7 @@ func TestStatefulSetEndpoint(t *testing.T) {
 
 	t.Run("pods not owned by a StatefulSet are never stamped", func(t *testing.T) {
 		ep := endpoint("web-4", record("eth0", "10.81.0.41/24"))
-		if err := env.Client.Create(ctx, ep); err != nil {
+		if err := env.Nicpool.Create(ctx, ep); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "the endpoint in the webhook's view", func() bool { return env.Views.Endpoints.Get("sts", "web-4") != nil })
@@ -164,33 +164,18 @@ func TestStatefulSetEndpoint(t *testing.T) {
 	})
 }
 
-// createUnvalidated creates an endpoint with the endpoint validator taken out of
-// the ValidatingWebhookConfiguration, and puts it back.
+// createUnvalidated creates an endpoint with nicpool's endpoint policy unbound, and
+// binds it again.
 func createUnvalidated(t *testing.T, ep *v2beta1.SpiderEndpoint) {
 	t.Helper()
 	ctx := context.Background()
-	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: configs.ValidatingName}, cfg); err != nil {
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: configs.EndpointsPolicy}, binding); err != nil {
 		t.Fatal(err)
 	}
-	// As registered: with the URL and CA the test environment put in.
-	all := cfg.DeepCopy().Webhooks
-	set := func(hooks []admissionregistrationv1.ValidatingWebhook) {
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: configs.ValidatingName}, cfg); err != nil {
-			t.Fatal(err)
-		}
-		cfg.Webhooks = hooks
-		if err := env.Client.Update(ctx, cfg); err != nil {
-			t.Fatal(err)
-		}
+	if err := env.Client.Delete(ctx, binding); err != nil {
+		t.Fatal(err)
 	}
-	var without []admissionregistrationv1.ValidatingWebhook
-	for _, h := range all {
-		if h.Name != "spiderendpoints.nicpool.io" {
-			without = append(without, h)
-		}
-	}
-	set(without)
 	waitFor(t, "the unvalidated endpoint to be created", func() bool {
 		e := ep.DeepCopy()
 		if err := env.Client.Create(ctx, e); err != nil {
@@ -199,9 +184,12 @@ func createUnvalidated(t *testing.T, ep *v2beta1.SpiderEndpoint) {
 		*ep = *e
 		return true
 	})
-	set(all)
+	binding.ResourceVersion, binding.UID = "", ""
+	if err := env.Client.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
 	bad := endpoint("probe", record("net1", "10.81.0.99/24"), record("net1", "10.81.0.98/24"))
-	waitFor(t, "the endpoint validator to be back", func() bool {
-		return env.Client.Create(ctx, bad.DeepCopy(), client.DryRunAll) != nil
+	waitFor(t, "the endpoint policy to be back", func() bool {
+		return env.Nicpool.Create(ctx, bad.DeepCopy(), client.DryRunAll) != nil
 	})
 }

@@ -255,7 +255,7 @@ func setAllocated(t *testing.T, name string, alloc v2beta1.PoolIPAllocations) {
 		p := get(t, name)
 		p.Status.AllocatedIPs = alloc
 		p.Status.AllocatedIPCount = ptr.To(int64(len(alloc)))
-		return env.Client.Status().Update(context.Background(), p)
+		return env.Nicpool.Status().Update(context.Background(), p)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -276,36 +276,5 @@ func TestReservedIPDenials(t *testing.T) {
 	} {
 		err := env.Client.Create(ctx, &v2beta1.SpiderReservedIP{ObjectMeta: metav1.ObjectMeta{Name: tc.name}, Spec: tc.r})
 		mustContain(t, err, `admission webhook "spiderreservedips.nicpool.io" denied the request`, tc.want)
-	}
-}
-
-func TestEndpointValidator(t *testing.T) {
-	ctx := context.Background()
-	if err := env.Namespace(ctx, "ep", nil); err != nil {
-		t.Fatal(err)
-	}
-	ep := func(uid string, ips ...v2beta1.IPAllocationDetail) *v2beta1.SpiderEndpoint {
-		return &v2beta1.SpiderEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: "ep", GenerateName: "e-"}, Status: v2beta1.WorkloadEndpointStatus{Current: v2beta1.PodIPAllocation{UID: uid, IPs: ips}}}
-	}
-	rec := func(ifname string, v4 string) v2beta1.IPAllocationDetail {
-		return v2beta1.IPAllocationDetail{Interface: ifname, IPv4: ptr.To(v4)}
-	}
-	for _, tc := range []struct {
-		name string
-		e    *v2beta1.SpiderEndpoint
-		want string
-	}{
-		{"no uid", ep("", rec("eth0", "10.1.0.5/24")), "status.current.uid: Required value: the metadata.uid of the pod that holds these addresses"},
-		{"duplicate interface", ep("u", rec("net1", "10.1.0.5/24"), rec("net1", "10.1.0.6/24")), "status.current.ips[1].interface: Duplicate value: \"net1 is already recorded by status.current.ips[0]"},
-		{"address does not parse", ep("u", rec("eth0", "10.1.0.5")), "status.current.ips[0].ipv4: Invalid value: \"10.1.0.5\": must be an IPv4 address with the pool's prefix length"},
-		{"IPv6 in ipv4", ep("u", rec("eth0", "fd00::5/64")), "status.current.ips[0].ipv4"},
-		{"record without address", ep("u", v2beta1.IPAllocationDetail{Interface: "eth0"}), "status.current.ips[0]: Required value: an ipv4 or ipv6 address"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			mustContain(t, env.Client.Create(ctx, tc.e), `admission webhook "spiderendpoints.nicpool.io" denied the request`, tc.want)
-		})
-	}
-	if err := env.Client.Create(ctx, ep("u", rec("eth0", "10.1.0.5/24"), rec("net1", "10.2.0.5/24"))); err != nil {
-		t.Errorf("valid endpoint refused: %v", err)
 	}
 }
