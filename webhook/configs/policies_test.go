@@ -17,6 +17,7 @@ import (
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/lookup"
 )
 
 func eventually(t *testing.T, what string, cond func(ctx context.Context) bool) {
@@ -41,7 +42,7 @@ func ensurePool(t *testing.T, name, subnet string) {
 		t.Fatal(err)
 	}
 	eventually(t, "pool "+name+" in the webhook's view", func(ctx context.Context) bool {
-		got, err := env.Views.Pools.Get(ctx, name)
+		got, err := env.Views.Pools.Get(ctx, name, lookup.NewLiveReads(0))
 		return err == nil && got != nil
 	})
 }

@@ -17,7 +17,7 @@ func TestPoolsView(t *testing.T) {
 	v.Set(p)
 	v.Set(&v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "a", Generation: 1}, Spec: v2beta1.IPPoolSpec{Subnet: "10.0.0.0/24", IPVersion: ptr.To(int64(4))}})
 
-	got, _ := v.Get(ctx, "b")
+	got, _ := v.Get(ctx, "b", nil)
 	if got == nil || got.Family != 6 || got.Disabled || got.Terminating {
 		t.Fatalf("pool b = %+v; want IPv6, enabled", got)
 	}
@@ -28,11 +28,11 @@ func TestPoolsView(t *testing.T) {
 	}
 
 	// A status-only update (same generation) keeps the view's entry.
-	before, _ := v.Get(ctx, "b")
+	before, _ := v.Get(ctx, "b", nil)
 	status := p.DeepCopy()
 	status.Status.AllocatedIPCount = ptr.To(int64(3))
 	v.Set(status)
-	if after, _ := v.Get(ctx, "b"); after != before {
+	if after, _ := v.Get(ctx, "b", nil); after != before {
 		t.Error("a status-only update rebuilt the pool's entry")
 	}
 	// A spec change and a deletion are seen.
@@ -40,17 +40,17 @@ func TestPoolsView(t *testing.T) {
 	spec.Generation = 2
 	spec.Spec.Disable = ptr.To(true)
 	v.Set(spec)
-	if after, _ := v.Get(ctx, "b"); !after.Disabled {
+	if after, _ := v.Get(ctx, "b", nil); !after.Disabled {
 		t.Error("disable not seen")
 	}
 	gone := spec.DeepCopy()
 	gone.DeletionTimestamp = &metav1.Time{}
 	v.Set(gone)
-	if after, _ := v.Get(ctx, "b"); !after.Terminating {
+	if after, _ := v.Get(ctx, "b", nil); !after.Terminating {
 		t.Error("deletion not seen")
 	}
 	v.Delete("b")
-	if after, _ := v.Get(ctx, "b"); after != nil {
+	if after, _ := v.Get(ctx, "b", nil); after != nil {
 		t.Error("deleted pool still in the view")
 	}
 	names = nil

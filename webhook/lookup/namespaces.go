@@ -41,12 +41,12 @@ func (v *Namespaces) Set(name string, l map[string]string) {
 }
 
 // Labels returns the namespace's labels; found is false when there is no such
-// namespace.
-func (v *Namespaces) Labels(ctx context.Context, name string) (labels.Set, bool, error) {
+// namespace. On a miss of the view it reads the API server if live allows.
+func (v *Namespaces) Labels(ctx context.Context, name string, live *LiveReads) (labels.Set, bool, error) {
 	if l, ok := v.get(name); ok {
 		return l, true, nil
 	}
-	if v.live == nil {
+	if v.live == nil || !live.take() {
 		return nil, false, nil
 	}
 	ns := &corev1.Namespace{}

@@ -131,12 +131,13 @@ func (v *Pools) Delete(name string) {
 	}
 }
 
-// Get returns the pool of that name, or nil when there is none.
-func (v *Pools) Get(ctx context.Context, name string) (*Pool, error) {
+// Get returns the pool of that name, or nil when there is none. On a miss of the
+// view it reads the API server if live allows.
+func (v *Pools) Get(ctx context.Context, name string, live *LiveReads) (*Pool, error) {
 	if p, ok := v.get(name); ok {
 		return p, nil
 	}
-	if v.live == nil {
+	if v.live == nil || !live.take() {
 		return nil, nil
 	}
 	obj := &v2beta1.SpiderIPPool{}
@@ -172,10 +173,11 @@ func (v *Pools) RangePrefix(prefix string, fn func(*Pool) bool) {
 	}
 }
 
-// List reads every pool from the API server, bypassing the view: for the rare case
-// where the view finds nothing and a pool may have been created a moment ago.
-func (v *Pools) List(ctx context.Context) ([]*Pool, error) {
-	if v.live == nil {
+// List reads every pool from the API server, bypassing the view, if live allows:
+// for the rare case where the view finds nothing and a pool may have been created a
+// moment ago.
+func (v *Pools) List(ctx context.Context, live *LiveReads) ([]*Pool, error) {
+	if v.live == nil || !live.take() {
 		return nil, nil
 	}
 	var list v2beta1.SpiderIPPoolList

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/webhook/lookup"
 )
 
 // badInput is one pod the webhook must refuse, with what the user must read.
@@ -132,7 +133,7 @@ func TestCatalogue(t *testing.T) {
 		t.Fatalf("delete c-terminating: %v", err)
 	}
 	waitFor(t, "c-terminating to be terminating in the webhook's view", func() bool {
-		p, _ := env.Views.Pools.Get(ctx, "c-terminating")
+		p, _ := env.Views.Pools.Get(ctx, "c-terminating", lookup.NewLiveReads(0))
 		return p != nil && p.Terminating
 	})
 

@@ -92,6 +92,9 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 	switch {
 	case hasMulti:
 		parsed, errs := a.parse.poolSelections(multi)
+		if len(errs) == 0 {
+			errs = checkCounts(annotations.IPPools, parsed)
+		}
 		if len(errs) > 0 {
 			d.Errs = errs
 			return
@@ -110,6 +113,9 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 		}
 	case hasSingle:
 		s, errs := a.parse.singlePoolSelection(single)
+		if len(errs) == 0 {
+			errs = checkCounts(annotations.IPPool, []annotations.PoolSelection{{IPv4: s.IPv4, IPv6: s.IPv6}})
+		}
 		if len(errs) > 0 {
 			d.Errs = errs
 			return
@@ -119,14 +125,14 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 	default:
 		return
 	}
-	ns := namespaceLabels{name: pod.Namespace, view: a.Namespaces}
+	rd := reads{namespace: pod.Namespace, namespaces: a.Namespaces, live: lookup.NewLiveReads(MaxLiveReads)}
 	podLabels := labels.Set(pod.Labels)
 	for i := range sel {
 		var errs field.ErrorList
 		at := entry{index: i, single: fromSingle}
-		sel[i].IPv4, errs = a.resolvePools(ctx, sel[i].IPv4, ipv4, at, &ns, podLabels)
+		sel[i].IPv4, errs = a.resolvePools(ctx, sel[i].IPv4, ipv4, at, &rd, podLabels)
 		d.Errs = append(d.Errs, errs...)
-		sel[i].IPv6, errs = a.resolvePools(ctx, sel[i].IPv6, ipv6, at, &ns, podLabels)
+		sel[i].IPv6, errs = a.resolvePools(ctx, sel[i].IPv6, ipv6, at, &rd, podLabels)
 		d.Errs = append(d.Errs, errs...)
 	}
 	if len(d.Errs) > 0 {
@@ -161,22 +167,25 @@ func (e entry) pool(fam family, j int) *field.Path {
 	return annotations.Path(annotations.IPPools).Index(e.index).Child(fam.list).Index(j)
 }
 
-// namespaceLabels reads the pod namespace's labels once, when a pool first needs them.
-type namespaceLabels struct {
-	name   string
-	view   *lookup.Namespaces
-	loaded bool
-	set    labels.Set
-	found  bool
-	err    error
+// reads is what one decision reads beyond the pod and the views: the labels of the
+// pod's namespace, once, when a pool first needs them; and the API server, at most
+// MaxLiveReads times in all, when a view misses.
+type reads struct {
+	namespace  string
+	namespaces *lookup.Namespaces
+	live       *lookup.LiveReads
+	loaded     bool
+	set        labels.Set
+	found      bool
+	err        error
 }
 
-func (n *namespaceLabels) get(ctx context.Context) (labels.Set, bool, error) {
-	if !n.loaded {
-		n.loaded = true
-		if n.view != nil {
-			n.set, n.found, n.err = n.view.Labels(ctx, n.name)
+func (r *reads) namespaceLabels(ctx context.Context) (labels.Set, bool, error) {
+	if !r.loaded {
+		r.loaded = true
+		if r.namespaces != nil {
+			r.set, r.found, r.err = r.namespaces.Labels(ctx, r.namespace, r.live)
 		}
 	}
-	return n.set, n.found, n.err
+	return r.set, r.found, r.err
 }

@@ -16,6 +16,16 @@ const (
 	// resolved (the API server's pod policy matches the resolved value). Real
 	// selections are a few hundred bytes.
 	MaxSelectionBytes = 16 << 10
+	// MaxPoolNames bounds the pool names and patterns of one pod, all interfaces and
+	// both families together (eight interfaces with four pools of each family).
+	MaxPoolNames = 64
+	// MaxWildcards bounds the wildcard patterns of one pod: each is matched against
+	// every pool name that starts with its literal prefix.
+	MaxWildcards = 16
+	// MaxLiveReads bounds the reads of the API server one pod causes when a view
+	// misses (a pool or namespace created a moment ago): whatever its annotations
+	// name, the decision is otherwise made from the informers' views.
+	MaxLiveReads = 1
 )
 
 // checkSize refuses a selection annotation longer than MaxSelectionBytes.
@@ -25,4 +35,30 @@ func checkSize(key, value string) *field.Error {
 	}
 	return field.Invalid(annotations.Path(key), fmt.Sprintf("<%d bytes>", len(value)),
 		fmt.Sprintf("may be at most %d bytes: select fewer pools per interface", MaxSelectionBytes))
+}
+
+// checkCounts refuses a selection that names more pools or wildcard patterns than
+// one pod may.
+func checkCounts(key string, sel []annotations.PoolSelection) field.ErrorList {
+	names, wildcards := 0, 0
+	for _, s := range sel {
+		for _, list := range [][]string{s.IPv4, s.IPv6} {
+			names += len(list)
+			for _, n := range list {
+				if annotations.IsWildcard(n) {
+					wildcards++
+				}
+			}
+		}
+	}
+	var errs field.ErrorList
+	if names > MaxPoolNames {
+		errs = append(errs, field.Invalid(annotations.Path(key), fmt.Sprintf("<%d pool names and patterns>", names),
+			fmt.Sprintf("may name at most %d pools and patterns in all: select fewer pools per interface", MaxPoolNames)))
+	}
+	if wildcards > MaxWildcards {
+		errs = append(errs, field.Invalid(annotations.Path(key), fmt.Sprintf("<%d wildcard patterns>", wildcards),
+			fmt.Sprintf("may hold at most %d wildcard patterns: match several pools with one pattern, e.g. pool-*", MaxWildcards)))
+	}
+	return errs
 }

@@ -31,7 +31,7 @@ func (f family) name() string { return fmt.Sprintf("IPv%d", f.version) }
 // resolvePools checks every name of one pool list and expands wildcards into the
 // usable pools of the family, in name order. The result keeps the first occurrence
 // of each pool.
-func (a *Admission) resolvePools(ctx context.Context, names []string, fam family, at entry, ns *namespaceLabels, podLabels labels.Set) ([]string, field.ErrorList) {
+func (a *Admission) resolvePools(ctx context.Context, names []string, fam family, at entry, rd *reads, podLabels labels.Set) ([]string, field.ErrorList) {
 	if len(names) == 0 {
 		return names, nil
 	}
@@ -39,7 +39,7 @@ func (a *Admission) resolvePools(ctx context.Context, names []string, fam family
 		// The common case: concrete names, checked in place, no new list.
 		var errs field.ErrorList
 		for j, name := range names {
-			if err := a.checkNamed(ctx, name, fam, at, j, ns, podLabels); err != nil {
+			if err := a.checkNamed(ctx, name, fam, at, j, rd, podLabels); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -56,13 +56,13 @@ func (a *Admission) resolvePools(ctx context.Context, names []string, fam family
 	var errs field.ErrorList
 	for j, name := range names {
 		if !annotations.IsWildcard(name) {
-			if err := a.checkNamed(ctx, name, fam, at, j, ns, podLabels); err != nil {
+			if err := a.checkNamed(ctx, name, fam, at, j, rd, podLabels); err != nil {
 				errs = append(errs, err)
 			}
 			add(name)
 			continue
 		}
-		matched, err := a.expand(ctx, name, fam, at.pool(fam, j), ns, podLabels)
+		matched, err := a.expand(ctx, name, fam, at.pool(fam, j), rd, podLabels)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -84,8 +84,8 @@ func anyWildcard(names []string) bool {
 }
 
 // checkNamed checks one concrete pool name.
-func (a *Admission) checkNamed(ctx context.Context, name string, fam family, at entry, j int, ns *namespaceLabels, podLabels labels.Set) *field.Error {
-	pool, err := a.Pools.Get(ctx, name)
+func (a *Admission) checkNamed(ctx context.Context, name string, fam family, at entry, j int, rd *reads, podLabels labels.Set) *field.Error {
+	pool, err := a.Pools.Get(ctx, name, rd.live)
 	p := func() *field.Path { return at.pool(fam, j) }
 	if err != nil {
 		return field.InternalError(p(), fmt.Errorf("read SpiderIPPool %s: %w", name, err))
@@ -96,7 +96,7 @@ func (a *Admission) checkNamed(ctx context.Context, name string, fam family, at 
 	if pool.Family != fam.version {
 		return field.Invalid(p(), name, fmt.Sprintf("is an IPv%d pool (subnet %s) but is listed under %q: move it to %q or name an %s pool", pool.Family, pool.Subnet, fam.list, fam.other, fam.name()))
 	}
-	reason, err := a.excludes(ctx, pool, ns, podLabels)
+	reason, err := a.excludes(ctx, pool, rd, podLabels)
 	if err != nil {
 		return field.InternalError(p(), err)
 	}
@@ -107,7 +107,7 @@ func (a *Admission) checkNamed(ctx context.Context, name string, fam family, at 
 }
 
 // expand returns the usable pools of the family whose names match pattern.
-func (a *Admission) expand(ctx context.Context, pattern string, fam family, p *field.Path, ns *namespaceLabels, podLabels labels.Set) ([]string, *field.Error) {
+func (a *Admission) expand(ctx context.Context, pattern string, fam family, p *field.Path, rd *reads, podLabels labels.Set) ([]string, *field.Error) {
 	var candidates []*lookup.Pool
 	// Only names that start with the pattern's literal prefix can match it.
 	prefix := pattern[:strings.IndexAny(pattern, `*?[\`)]
@@ -120,7 +120,7 @@ func (a *Admission) expand(ctx context.Context, pattern string, fam family, p *f
 	if len(candidates) == 0 {
 		// Nothing of that name in the view: a pool created a moment ago may not have
 		// reached the informer yet. This is the deny path, so read the API server.
-		live, err := a.Pools.List(ctx)
+		live, err := a.Pools.List(ctx, rd.live)
 		if err != nil {
 			return nil, field.InternalError(p, fmt.Errorf("list SpiderIPPools: %w", err))
 		}
@@ -136,7 +136,7 @@ func (a *Admission) expand(ctx context.Context, pattern string, fam family, p *f
 			rejected = append(rejected, fmt.Sprintf("%s is IPv%d", pool.Name, pool.Family))
 			continue
 		}
-		reason, err := a.excludes(ctx, pool, ns, podLabels)
+		reason, err := a.excludes(ctx, pool, rd, podLabels)
 		if err != nil {
 			return nil, field.InternalError(p, err)
 		}
@@ -164,7 +164,7 @@ func (a *Admission) expand(ctx context.Context, pattern string, fam family, p *f
 
 // excludes returns why the pool may not serve the pod, as a sentence that ends with
 // the fix, or "" when it may.
-func (a *Admission) excludes(ctx context.Context, pool *lookup.Pool, ns *namespaceLabels, podLabels labels.Set) (string, error) {
+func (a *Admission) excludes(ctx context.Context, pool *lookup.Pool, rd *reads, podLabels labels.Set) (string, error) {
 	switch {
 	case pool.Terminating:
 		return "is being deleted: choose another pool", nil
@@ -172,16 +172,16 @@ func (a *Admission) excludes(ctx context.Context, pool *lookup.Pool, ns *namespa
 		return "is disabled (spec.disable: true): enable it or choose another pool", nil
 	case pool.SelectorError != "":
 		return "has an invalid " + pool.SelectorError + ": fix the pool or choose another", nil
-	case !pool.AdmitsNamespace(ns.name):
-		return fmt.Sprintf("is restricted by spec.namespaceName to [%s]: add namespace %q there or choose another pool", strings.Join(pool.NamespaceNames, ", "), ns.name), nil
+	case !pool.AdmitsNamespace(rd.namespace):
+		return fmt.Sprintf("is restricted by spec.namespaceName to [%s]: add namespace %q there or choose another pool", strings.Join(pool.NamespaceNames, ", "), rd.namespace), nil
 	}
 	if pool.NamespaceSelector != nil {
-		set, found, err := ns.get(ctx)
+		set, found, err := rd.namespaceLabels(ctx)
 		if err != nil {
-			return "", fmt.Errorf("read namespace %s: %w", ns.name, err)
+			return "", fmt.Errorf("read namespace %s: %w", rd.namespace, err)
 		}
 		if !found || !pool.NamespaceSelector.Matches(set) {
-			return fmt.Sprintf("spec.namespaceAffinity (%s) does not match the labels of namespace %q: label the namespace or choose another pool", pool.NamespaceSelector, ns.name), nil
+			return fmt.Sprintf("spec.namespaceAffinity (%s) does not match the labels of namespace %q: label the namespace or choose another pool", pool.NamespaceSelector, rd.namespace), nil
 		}
 	}
 	if pool.PodSelector != nil && !pool.PodSelector.Matches(podLabels) {
