@@ -1,9 +1,12 @@
 package pool
 
 import (
+	"fmt"
 	"net/netip"
+	"strings"
 
 	"go4.org/netipx"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/nicpool/nicpool/crds/ipranges"
 )
@@ -41,21 +44,31 @@ func rangeString(r netipx.IPRange) string {
 	return r.From().String() + "-" + r.To().String()
 }
 
-// canonicalPrefix returns s masked and in netip's canonical spelling, or s when it
-// does not parse.
+// canonicalPrefix returns s masked and in netip's canonical spelling, without
+// surrounding white space, or s when it does not parse.
 func canonicalPrefix(s string) string {
-	p, err := netip.ParsePrefix(s)
+	p, err := netip.ParsePrefix(strings.TrimSpace(s))
 	if err != nil || p.Addr().Zone() != "" {
 		return s
 	}
 	return p.Masked().String()
 }
 
-// canonicalAddr returns s in netip's canonical spelling, or s when it does not parse.
+// canonicalAddr returns s in netip's canonical spelling, without surrounding white
+// space, or s when it does not parse (or carries a zone, which no pool field may).
 func canonicalAddr(s string) string {
-	a, err := netip.ParseAddr(s)
-	if err != nil {
+	a, err := netip.ParseAddr(strings.TrimSpace(s))
+	if err != nil || a.Zone() != "" {
 		return s
 	}
 	return a.String()
+}
+
+// requireCanonical refuses an address field the defaulter could not put in canonical
+// form (it parses, but only leniently): consumers parse strictly.
+func requireCanonical(p *field.Path, value, canonical string) *field.Error {
+	if value == canonical {
+		return nil
+	}
+	return field.Invalid(p, value, fmt.Sprintf("must be written canonically, without white space: %s", canonical))
 }

@@ -147,6 +147,9 @@ func validateSpec(s *v2beta1.IPPoolSpec) (field.ErrorList, *netipx.IPSet) {
 	}
 	if s.Gateway != nil && *s.Gateway != "" {
 		gw, err := ipranges.ParseAddr(*s.Gateway, spec.Child("gateway"))
+		if err == nil {
+			err = requireCanonical(spec.Child("gateway"), *s.Gateway, gw.String())
+		}
 		switch {
 		case err != nil:
 			errs = append(errs, err)
@@ -180,14 +183,27 @@ func validateRoutes(routes []v2beta1.Route, subnet netip.Prefix, p *field.Path) 
 			errs = append(errs, rerrs...)
 			continue
 		}
-		dst := netip.MustParsePrefix(r.Dst)
+		// What ValidateRoute accepts the defaulter writes canonically; consumers parse
+		// strictly, so anything else is refused here.
+		var cerrs field.ErrorList
+		for _, e := range []*field.Error{requireCanonical(ip.Child("dst"), r.Dst, canonicalPrefix(r.Dst)), requireCanonical(ip.Child("gw"), r.Gw, canonicalAddr(r.Gw))} {
+			if e != nil {
+				cerrs = append(cerrs, e)
+			}
+		}
+		dst, derr := netip.ParsePrefix(r.Dst)
+		gw, gerr := netip.ParseAddr(r.Gw)
+		if len(cerrs) > 0 || derr != nil || gerr != nil {
+			errs = append(errs, cerrs...)
+			continue
+		}
 		if dst.Bits() == 0 {
 			errs = append(errs, field.Invalid(ip.Child("dst"), r.Dst, "must not be a default route: the pool's spec.gateway is the default route"))
 		}
 		if dst.Addr().Is4() != subnet.Addr().Is4() {
 			errs = append(errs, field.Invalid(ip.Child("dst"), r.Dst, fmt.Sprintf("must be of the family of subnet %s", subnet)))
 		}
-		if gw := netip.MustParseAddr(r.Gw); !subnet.Contains(gw) {
+		if !subnet.Contains(gw) {
 			errs = append(errs, field.Invalid(ip.Child("gw"), r.Gw, fmt.Sprintf("must be inside subnet %s: the next hop must be reachable from the pod's interface", subnet)))
 		}
 		if prev, dup := seen[dst.String()]; dup {
@@ -268,7 +284,10 @@ func (v *Validator) validateOverlap(ctx context.Context, p *v2beta1.SpiderIPPool
 	if err != nil {
 		return field.ErrorList{field.InternalError(spec, err)}
 	}
-	subnet := netip.MustParsePrefix(p.Spec.Subnet)
+	subnet, err := netip.ParsePrefix(p.Spec.Subnet)
+	if err != nil {
+		return nil // reported by validateSpec
+	}
 	mine = minus(mine, reserved)
 	var errs field.ErrorList
 	for i := range pools.Items {

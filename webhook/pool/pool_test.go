@@ -123,6 +123,41 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("reserved IP defaulted to ipVersion %v ips %v; want 4 and [10.40.0.29-10.40.0.31]", r.Spec.IPVersion, r.Spec.IPs)
 	}
 	eventually(t, "totalIPCount 17 after reserving 3 addresses", func() bool { return totalIPCount("def-v4") == 17 })
+	// White space around any address field, and non-canonical spellings, are
+	// written canonically: ipamd and the plugin parse strictly (a route gateway with a
+	// leading space used to pass admission and then break every ADD on the pool).
+	ws := newPool("def-ws", " 10.47.0.0/24\n", " 10.47.0.10 - 10.47.0.20 ")
+	ws.Spec.ExcludeIPs = []string{"\t10.47.0.11 "}
+	ws.Spec.Gateway = ptr.To(" 10.47.0.1\t")
+	ws.Spec.Routes = []v2beta1.Route{{Dst: " 10.8.0.0/16 ", Gw: " 10.47.0.254"}, {Dst: "10.9.0.7/16", Gw: "10.47.0.253 "}}
+	if err := env.Client.Create(ctx, ws); err != nil {
+		t.Fatalf("pool with white space around its addresses: %v", err)
+	}
+	got = get(t, "def-ws")
+	if got.Spec.Subnet != "10.47.0.0/24" || !slices.Equal(got.Spec.IPs, []string{"10.47.0.10-10.47.0.20"}) || !slices.Equal(got.Spec.ExcludeIPs, []string{"10.47.0.11"}) ||
+		got.Spec.Gateway == nil || *got.Spec.Gateway != "10.47.0.1" ||
+		!slices.Equal(got.Spec.Routes, []v2beta1.Route{{Dst: "10.8.0.0/16", Gw: "10.47.0.254"}, {Dst: "10.9.0.0/16", Gw: "10.47.0.253"}}) {
+		t.Errorf("pool with white space stored as %+v; want every address field canonical", got.Spec)
+	}
+	ws6 := newPool("def-ws6", "FD00:47::/64", "FD00:47::10-FD00:47::1F")
+	ws6.Spec.Gateway = ptr.To(" FD00:47::1")
+	ws6.Spec.Routes = []v2beta1.Route{{Dst: "FD00:8::/48", Gw: "FD00:47::FE "}}
+	if err := env.Client.Create(ctx, ws6); err != nil {
+		t.Fatalf("IPv6 pool in capitals: %v", err)
+	}
+	got = get(t, "def-ws6")
+	if !slices.Equal(got.Spec.IPs, []string{"fd00:47::10-fd00:47::1f"}) || *got.Spec.Gateway != "fd00:47::1" ||
+		!slices.Equal(got.Spec.Routes, []v2beta1.Route{{Dst: "fd00:8::/48", Gw: "fd00:47::fe"}}) {
+		t.Errorf("IPv6 pool stored as %+v; want canonical lower case", got.Spec)
+	}
+	rws := &v2beta1.SpiderReservedIP{ObjectMeta: metav1.ObjectMeta{Name: "def-reserved-ws"}, Spec: v2beta1.ReservedIPSpec{IPs: []string{" 10.47.0.30 ", "10.47.0.31 - 10.47.0.32"}}}
+	if err := env.Client.Create(ctx, rws); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rws.Spec.IPs, []string{"10.47.0.30-10.47.0.32"}) {
+		t.Errorf("reserved IP with white space stored as %v; want [10.47.0.30-10.47.0.32]", rws.Spec.IPs)
+	}
+
 	// A pool that only overlaps another's reserved addresses does not overlap it.
 	if err := env.Client.Create(ctx, newPool("def-v4-b", "10.40.0.0/24", "10.40.0.29-10.40.0.40")); err != nil {
 		t.Errorf("pool def-v4-b shares only reserved addresses with def-v4; want admitted: %v", err)
@@ -142,6 +177,8 @@ func TestPoolDenials(t *testing.T) {
 		pool *v2beta1.SpiderIPPool
 		edit func(*v2beta1.SpiderIPPool)
 		want []string
+		// schema: refused by the CRD's schema (format cidr) before the webhook.
+		schema bool
 	}{
 		{name: "ips outside the subnet", pool: newPool("d1", "10.43.0.0/24", "10.43.1.10"),
 			want: []string{"spec.ips[0]", "must be inside subnet 10.43.0.0/24"}},
@@ -166,6 +203,27 @@ func TestPoolDenials(t *testing.T) {
 			want: []string{"spec.ips", "overlaps the allocatable addresses of SpiderIPPool base in the same subnet (10.41.0.40-10.41.0.50)", "narrow spec.ips or add the overlap to spec.excludeIPs"}},
 		{name: "subnet partly overlaps another pool's subnet", pool: newPool("d10", "10.42.3.0/24", "10.42.3.10"),
 			want: []string{"spec.subnet", "overlaps subnet 10.42.0.0/16 of SpiderIPPool base-wide"}},
+		{name: "subnet with text after it", pool: newPool("d12", "10.43.0.0/24 x", "10.43.0.10"),
+			want: []string{"spec.subnet", "must be of type cidr"}, schema: true},
+		{name: "ips separated by a space", pool: newPool("d13", "10.43.0.0/24", "10.43.0.10 10.43.0.11"),
+			want: []string{"spec.ips[0]", "must be an IP address or a range"}},
+		{name: "excludeIPs separated by a comma", pool: newPool("d14", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.ExcludeIPs = []string{"10.43.0.10,10.43.0.11"} },
+			want: []string{"spec.excludeIPs[0]", "must be an IP address or a range"}},
+		{name: "gateway with text after it", pool: newPool("d15", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.Gateway = ptr.To("10.43.0.1 x") },
+			want: []string{"spec.gateway", "must be an IP address"}},
+		{name: "gateway with a space inside", pool: newPool("d16", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.Gateway = ptr.To("10.43. 0.1") },
+			want: []string{"spec.gateway", "must be an IP address"}},
+		{name: "gateway with an IPv6 zone", pool: newPool("d17", "fd00:43::/64", "fd00:43::10"), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.Gateway = ptr.To("fd00:43::1%eth0") },
+			want: []string{"spec.gateway", "must be an IP address"}},
+		{name: "route gateway with a space inside", pool: newPool("d18", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) {
+			p.Spec.Routes = []v2beta1.Route{{Dst: "10.8.0.0/16", Gw: "10.43.0. 1"}}
+		}, want: []string{"spec.routes[0].gw", "must be an IP address"}},
+		{name: "route destination with a space inside", pool: newPool("d19", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) {
+			p.Spec.Routes = []v2beta1.Route{{Dst: "10.8.0.0 /16", Gw: "10.43.0.1"}}
+		}, want: []string{"spec.routes[0].dst", "must be of type cidr"}, schema: true},
+		{name: "route gateway of the other family", pool: newPool("d20", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) {
+			p.Spec.Routes = []v2beta1.Route{{Dst: "10.8.0.0/16", Gw: "::ffff:10.43.0.1"}}
+		}, want: []string{"spec.routes[0].gw"}},
 		{name: "invalid podAffinity", pool: newPool("d11", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) {
 			p.Spec.PodAffinity = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
 		}, want: []string{"spec.podAffinity", "must be a valid label selector"}},
@@ -176,7 +234,10 @@ func TestPoolDenials(t *testing.T) {
 				tc.edit(tc.pool)
 			}
 			err := env.Client.Create(ctx, tc.pool)
-			mustContain(t, err, append([]string{`admission webhook "spiderippools.nicpool.io" denied the request`}, tc.want...)...)
+			if !tc.schema {
+				tc.want = append([]string{`admission webhook "spiderippools.nicpool.io" denied the request`}, tc.want...)
+			}
+			mustContain(t, err, tc.want...)
 		})
 	}
 	// A pool in the same subnet with disjoint addresses is fine.
@@ -273,6 +334,8 @@ func TestReservedIPDenials(t *testing.T) {
 		{name: "r-mixed", r: v2beta1.ReservedIPSpec{IPs: []string{"10.1.1.1", "fd00::1"}}, want: "spec.ips[1]: Invalid value: \"fd00::1\": must be an IPv4 address or range"},
 		{name: "r-backwards", r: v2beta1.ReservedIPSpec{IPs: []string{"10.1.1.9-10.1.1.1"}}, want: "the first address of a range must not be greater than the last"},
 		{name: "r-family", r: v2beta1.ReservedIPSpec{IPVersion: ptr.To(int64(6)), IPs: []string{"10.1.1.1"}}, want: "must be an IPv6 address or range"},
+		{name: "r-space-inside", r: v2beta1.ReservedIPSpec{IPs: []string{"10.1.1. 1"}}, want: "spec.ips[0]"},
+		{name: "r-zone", r: v2beta1.ReservedIPSpec{IPs: []string{"fe80::1%eth0"}}, want: "spec.ips[0]"},
 	} {
 		err := env.Client.Create(ctx, &v2beta1.SpiderReservedIP{ObjectMeta: metav1.ObjectMeta{Name: tc.name}, Spec: tc.r})
 		mustContain(t, err, `admission webhook "spiderreservedips.nicpool.io" denied the request`, tc.want)
