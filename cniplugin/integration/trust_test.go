@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 
@@ -105,6 +106,11 @@ func TestSpiderpoolName(t *testing.T) {
 		"match_master_subnet":   false,
 	})
 
+	// The host may hold spiderpool's log from spiderpool itself: what counts is that
+	// these calls neither create nor write it.
+	const spiderpoolLog = "/var/log/spidernet/spiderpool.log"
+	logBefore := fileState(spiderpoolLog)
+
 	for _, tt := range []struct {
 		name, pod string
 		add, del  *network
@@ -129,7 +135,16 @@ func TestSpiderpoolName(t *testing.T) {
 			}
 		})
 	}
-	if _, err := os.Stat("/var/log/spidernet/spiderpool.log"); err == nil {
-		t.Errorf("the plugin wrote spiderpool's log path on the host")
+	if after := fileState(spiderpoolLog); after != logBefore {
+		t.Errorf("the plugin wrote spiderpool's log path on the host: %s before, %s after", logBefore, after)
 	}
+}
+
+// fileState describes a host file by existence, size and modification time.
+func fileState(path string) string {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "absent"
+	}
+	return fmt.Sprintf("%d bytes, modified %s", st.Size(), st.ModTime().Format(time.RFC3339Nano))
 }
