@@ -3,6 +3,7 @@ package scale
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -22,28 +23,26 @@ import (
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 // holder is who the stored allocation state says holds an address.
 type holder struct{ Pool, Pod, PodUID, Interface string }
 
-// heldAddresses reads the allocation records of the pods of namespace, by address.
+// heldAddresses reads the allocation records of the pods of namespace, by address,
+// from whichever layout holds them.
 func heldAddresses(ctx context.Context, r client.Reader, namespace string) (map[netip.Addr]holder, error) {
-	var pools v2beta1.SpiderIPPoolList
-	if err := r.List(ctx, &pools); err != nil {
-		return nil, fmt.Errorf("list pools: %w", err)
+	records, bad, err := ledger.List(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := errors.Join(bad...); err != nil {
+		return nil, fmt.Errorf("malformed allocation records: %w", err)
 	}
 	out := map[netip.Addr]holder{}
-	for _, p := range pools.Items {
-		for key, rec := range p.Status.AllocatedIPs {
-			if ns, _, _ := strings.Cut(rec.Pod, "/"); ns != namespace {
-				continue
-			}
-			a, err := netip.ParseAddr(key)
-			if err != nil {
-				return nil, fmt.Errorf("pool %s: record %q is not an address", p.Name, key)
-			}
-			out[a] = holder{Pool: p.Name, Pod: rec.Pod, PodUID: rec.PodUID, Interface: rec.Interface}
+	for _, rec := range records {
+		if ns, _, _ := strings.Cut(rec.Holder.Pod, "/"); ns == namespace {
+			out[rec.Addr] = holder{Pool: rec.Pool, Pod: rec.Holder.Pod, PodUID: rec.Holder.PodUID, Interface: rec.Holder.Interface}
 		}
 	}
 	return out, nil
