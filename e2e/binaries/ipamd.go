@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/nicpool/nicpool/ipamd/api"
 )
 
 // Ipamd is a running nicpool-ipamd: one node's daemon.
@@ -22,7 +24,7 @@ type Ipamd struct {
 
 // StartIpamd runs nicpool-ipamd for node as the DaemonSet runs it (flags, Go runtime
 // settings of manifests/base) against the API server of kubeconfig, with its socket
-// in runDir and its log beside it. A unix socket's path must fit in 108 bytes: keep
+// in runDir (the node's /run/nicpool, under the same file name) and its log beside it. A unix socket's path must fit in 108 bytes: keep
 // runDir short.
 func StartIpamd(bin, kubeconfig, node, runDir string) (*Ipamd, error) {
 	env, err := DeployedEnv("ipamd")
@@ -37,7 +39,7 @@ func StartIpamd(bin, kubeconfig, node, runDir string) (*Ipamd, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Ipamd{Node: node, RunDir: runDir, Socket: filepath.Join(runDir, "ipamd.sock"), Health: health, Metrics: metrics}
+	d := &Ipamd{Node: node, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(api.DefaultSocketPath)), Health: health, Metrics: metrics}
 	d.Process, err = Start("nicpool-ipamd "+node, bin, env, filepath.Join(runDir, "ipamd.log"),
 		"--kubeconfig", kubeconfig, "--node-name", node, "--socket", d.Socket,
 		"--metrics-bind-address", metrics, "--health-probe-bind-address", health)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/ipamd/api"
 )
@@ -84,10 +85,12 @@ func newExecRuntime(w *world, plugin string, timeout time.Duration) *execRuntime
 }
 
 // conf is node n's network configuration: nicpool as the IPAM of a macvlan network,
-// its socket the node's, its request_timeout the attempt's bound.
-func (r *execRuntime) conf(n int) []byte {
+// its socket where a node has it, its request_timeout the attempt's bound. Every node
+// names the same path; the plugin finds where that node's run directory is on this
+// host from its environment, as the runtime sets it.
+func (r *execRuntime) conf() []byte {
 	return fmt.Appendf(nil, `{"cniVersion":"1.1.0","name":%q,"type":"macvlan","master":"eth0","ipam":{"type":"nicpool","ipam_unix_socket_path":%q,"request_timeout":%q}}`,
-		network, r.nodes[n].Socket, r.timeout.String())
+		network, api.DefaultSocketPath, r.timeout.String())
 }
 
 func (r *execRuntime) run(ctx context.Context, verb string, p Pod, container string) ([]byte, error) {
@@ -100,11 +103,10 @@ func (r *execRuntime) run(ctx context.Context, verb string, p Pod, container str
 		"CNI_COMMAND=" + verb, "CNI_CONTAINERID=" + container, "CNI_NETNS=" + netns(p), "CNI_IFNAME=eth0",
 		"CNI_PATH=/opt/cni/bin",
 		"CNI_ARGS=K8S_POD_NAMESPACE=" + p.Namespace + ";K8S_POD_NAME=" + p.Name + ";K8S_POD_INFRA_CONTAINER_ID=" + container + ";K8S_POD_UID=" + p.UID,
-		// Where this node's /run/nicpool is on this host, for a plugin that confines
-		// its socket to /run/nicpool.
-		"NICPOOL_CNI_RUN_DIR=" + r.nodes[p.Node].RunDir,
+		// Where this node's /run/nicpool is on this host.
+		cniplugin.EnvRunDir + "=" + r.nodes[p.Node].RunDir,
 	}
-	cmd.Stdin = bytes.NewReader(r.conf(p.Node))
+	cmd.Stdin = bytes.NewReader(r.conf())
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
