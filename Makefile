@@ -9,7 +9,7 @@ export KUBEBUILDER_ASSETS := $(BIN)
 export PATH := $(BIN):$(PATH)
 
 # Binaries of nicpool itself.
-CMDS := nicpool nicpool-ipamd nicpool-webhook nicpool-local
+CMDS := nicpool nicpool-ipamd nicpool-webhook nicpool-local kubectl-nicpool
 
 .PHONY: all build test unit e2e bench bench-scale fuzz generate verify-generate tools tools-node lint run up down clean help
 
