@@ -2,10 +2,8 @@ package manifests_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -19,16 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/manifests"
+	"github.com/nicpool/nicpool/manifests/externalcrds"
 )
-
-// The cert-manager module whose CRDs the cert-manager overlay is checked against.
-// Only its CRDs are served (no controller): the API server validates Issuers and
-// Certificates against their schemas.
-const certManagerModule = "github.com/cert-manager/cert-manager@" + manifests.CertManagerVersion
 
 var (
 	envOnce sync.Once
@@ -47,57 +40,27 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// controlPlane starts one kube-apiserver for the package, with cert-manager's CRDs
-// installed beside nicpool's.
+// controlPlane starts one kube-apiserver for the package, with cert-manager's and the
+// Prometheus Operator's CRDs installed beside nicpool's (only their CRDs: the API
+// server validates Issuers, Certificates and monitors against their schemas; no
+// controller runs).
 func controlPlane(t *testing.T) *testenv.Env {
 	t.Helper()
 	envOnce.Do(func() {
-		var extra []*apiextensionsv1.CustomResourceDefinition
-		if extra, envErr = certManagerCRDs(); envErr != nil {
+		var certManager, monitoring []*apiextensionsv1.CustomResourceDefinition
+		if certManager, envErr = externalcrds.CertManager(); envErr != nil {
 			return
 		}
+		if monitoring, envErr = externalcrds.PrometheusOperator(filepath.Join(testenv.BinDir(), "controller-gen")); envErr != nil {
+			return
+		}
+		extra := append(certManager, monitoring...)
 		env, envErr = testenv.Start(testenv.Options{ExtraCRDs: extra})
 	})
 	if envErr != nil {
 		t.Fatal(envErr)
 	}
 	return env
-}
-
-// certManagerCRDs reads the CRD YAML that cert-manager ships in its module
-// (deploy/crds), fetched through the Go module proxy like any dependency.
-func certManagerCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	out, err := exec.Command("go", "mod", "download", "-json", certManagerModule).Output()
-	if err != nil {
-		return nil, fmt.Errorf("go mod download %s: %w", certManagerModule, err)
-	}
-	var mod struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &mod); err != nil {
-		return nil, fmt.Errorf("go mod download %s: %w", certManagerModule, err)
-	}
-	if mod.Error != "" || mod.Dir == "" {
-		return nil, fmt.Errorf("go mod download %s: %q", certManagerModule, mod.Error)
-	}
-	files, err := filepath.Glob(filepath.Join(mod.Dir, "deploy", "crds", "*.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("no CRD YAML in %s/deploy/crds", mod.Dir)
-	}
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(data, crd); err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-		crds = append(crds, crd)
-	}
-	return crds, nil
 }
 
 const fieldOwner = client.FieldOwner("nicpool-manifests-test")

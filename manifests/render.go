@@ -7,11 +7,17 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/nicpool/nicpool/manifests/externalcrds"
 )
 
 // CertManagerVersion is the cert-manager release the cert-manager overlay is
 // tested against (its CRDs) and that `tilt up -- --mode=kind` installs.
-const CertManagerVersion = "v1.21.2"
+const CertManagerVersion = externalcrds.CertManagerVersion
+
+// Monitoring is the kustomization, relative to Dir, that adds monitoring beside an
+// installation: Prometheus Operator targets, alerting rules, a Grafana dashboard.
+const Monitoring = "overlays/monitoring"
 
 // Kustomizations are the directories a user applies, relative to Dir: the default
 // (cert-manager) and each overlay.

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/webhook/capacity"
 	"github.com/nicpool/nicpool/webhook/configs"
 	"github.com/nicpool/nicpool/webhook/lookup"
 	"github.com/nicpool/nicpool/webhook/metrics"
@@ -49,9 +50,9 @@ func NewScheme() *runtime.Scheme {
 }
 
 // Setup registers every nicpool webhook on the manager's webhook server, feeds the
-// admission views from the manager's cache, adds the pool totalIPCount controller,
-// and adds readiness checks that pass once the views are synced and the webhook
-// server serves. It returns the views.
+// admission views from the manager's cache, adds the pool totalIPCount controller and
+// the pool capacity gauges, and adds readiness checks that pass once the views are
+// synced and the webhook server serves. It returns the views.
 func Setup(ctx context.Context, mgr manager.Manager) (*lookup.Views, error) {
 	views := lookup.NewViews(mgr.GetAPIReader())
 	if err := views.Register(ctx, mgr.GetCache()); err != nil {
@@ -79,6 +80,9 @@ func Setup(ctx context.Context, mgr manager.Manager) (*lookup.Views, error) {
 	register(configs.ValidateReservedIPPath, ValidateReservedIP, admission.WithValidator[*v2beta1.SpiderReservedIP](scheme, pool.ReservedValidator{}).Handler)
 	if err := (&pool.TotalCounter{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("pool totalIPCount controller: %w", err)
+	}
+	if err := capacity.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("pool capacity gauges: %w", err)
 	}
 
 	if err := mgr.AddReadyzCheck("admission-views", func(*http.Request) error {

@@ -4,8 +4,12 @@
 package metrics
 
 import (
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/nicpool/nicpool/ipamd/api"
 )
 
 // Outcomes of an allocation or a release.
@@ -15,16 +19,23 @@ const (
 	OutcomeTakenOver = "taken_over"
 	OutcomeExhausted = "exhausted"
 	OutcomeNoPool    = "no_pool"
-	OutcomeError     = "error"
-	OutcomeReleased  = "released"
-	OutcomeKept      = "kept" // a StatefulSet pod that will come back keeps its addresses
-	OutcomeNothing   = "nothing"
+	OutcomeError     = "error" // an unexpected failure (CNI code 999 or none)
+	// OutcomeInvalidRequest: the runtime's request or the pod's annotations cannot be
+	// served as they are (CNI codes 6 and 7); retrying does not help.
+	OutcomeInvalidRequest = "invalid_request"
+	// OutcomeTryAgain: a transient failure (CNI code 11): the pod is not yet known to
+	// the API server, the API server is unreachable, or the pod's SpiderEndpoint kept
+	// changing.
+	OutcomeTryAgain = "try_again"
+	OutcomeReleased = "released"
+	OutcomeKept     = "kept" // a StatefulSet pod that will come back keeps its addresses
+	OutcomeNothing  = "nothing"
 )
 
 var (
 	Allocations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nicpool_ipamd_allocations_total",
-		Help: "CNI ADD requests served, by outcome.",
+		Help: "CNI ADD requests served, by outcome: allocated, existing, taken_over; or why it failed: exhausted, no_pool, invalid_request, try_again, error.",
 	}, []string{"outcome"})
 	AllocationDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "nicpool_ipamd_allocation_duration_seconds",
@@ -68,7 +79,36 @@ var (
 	}, []string{"verb", "result"})
 )
 
+// FailureOutcome names why an allocation failed, from the CNI error code it returns.
+func FailureOutcome(err error) string {
+	var e *api.Error
+	if !errors.As(err, &e) {
+		return OutcomeError
+	}
+	switch e.Code {
+	case api.CodePoolExhausted:
+		return OutcomeExhausted
+	case api.CodeNoPool:
+		return OutcomeNoPool
+	case api.CodeInvalidConfig, api.CodeDecodingFailure:
+		return OutcomeInvalidRequest
+	case api.CodeTryAgainLater:
+		return OutcomeTryAgain
+	default:
+		return OutcomeError
+	}
+}
+
 func init() {
+	// Every outcome is served from the start at 0: Prometheus sees no increase in a
+	// series whose first sample is already 1, so the first failures would not count.
+	for _, o := range []string{OutcomeAllocated, OutcomeExisting, OutcomeTakenOver,
+		OutcomeExhausted, OutcomeNoPool, OutcomeInvalidRequest, OutcomeTryAgain, OutcomeError} {
+		Allocations.WithLabelValues(o)
+	}
+	for _, o := range []string{OutcomeReleased, OutcomeKept, OutcomeNothing, OutcomeError} {
+		Releases.WithLabelValues(o)
+	}
 	crmetrics.Registry.MustRegister(Allocations, AllocationDuration, AllocationPhase, Releases, ReleaseDuration,
 		PoolWrites, WriteConflicts, OpsPerWrite, Exhausted, EndpointWrites)
 }

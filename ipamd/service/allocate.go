@@ -33,6 +33,9 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 	start := time.Now()
 	outcome := metrics.OutcomeError
 	defer func() {
+		if err != nil && outcome == metrics.OutcomeError {
+			outcome = metrics.FailureOutcome(err)
+		}
 		metrics.Allocations.WithLabelValues(outcome).Inc()
 		metrics.AllocationDuration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
 	}()

@@ -36,6 +36,15 @@ var (
 )
 
 func init() {
+	// Every reason is served from the start at 0: Prometheus sees no increase in a
+	// series whose first sample is already 1, so the first release would not count.
+	for _, r := range []Reason{ReasonPodDeleted, ReasonPodFinished, ReasonPodTerminating,
+		ReasonStatefulSetGone, ReasonStatefulSetScaledDown, ReasonSuperseded} {
+		releasesTotal.WithLabelValues(string(r))
+		endpointDeletionsTotal.WithLabelValues(string(r))
+	}
+	runsTotal.WithLabelValues("success")
+	runsTotal.WithLabelValues("error")
 	crmetrics.Registry.MustRegister(releasesTotal, endpointDeletionsTotal, runsTotal,
 		passDuration, pendingReleases, writeConflictsTotal)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	admissionv1 "k8s.io/api/admission/v1"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
@@ -41,6 +42,11 @@ func init() {
 // the webhook's name.
 func Instrument(webhook string, h admission.Handler) admission.Handler {
 	obs := duration.WithLabelValues(webhook)
+	// Served from the start at 0, so that Prometheus counts the first denials of a
+	// webhook (it sees no increase in a series whose first sample is already 1).
+	for _, r := range []string{Allowed, Patched, Denied, Errored} {
+		requests.WithLabelValues(webhook, string(admissionv1.Create), "false", r)
+	}
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
 		resp := h.Handle(ctx, req)

@@ -1,0 +1,132 @@
+package monitoring
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/util/teststorage"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/manifests"
+)
+
+// scrapeInterval is the interval of the simulated Prometheus, the monitors' interval.
+const scrapeInterval = 30 * time.Second
+
+// phase is a stretch of the simulated timeline during which every scrape returns
+// the same samples: those scraped after that part of the scenario.
+type phase struct {
+	name     string
+	from, to time.Duration
+	samples  func(recording) model.Vector
+}
+
+// The timeline: long enough in each phase for every rule's range and `for:`
+// duration to run out, so a rule that should fire has every chance to.
+var timeline = []phase{
+	{"start", 0, 10 * time.Minute, func(r recording) model.Vector { return r.start }},
+	{"healthy", 10 * time.Minute, 40 * time.Minute, func(r recording) model.Vector { return r.healthy }},
+	{"troubled", 40 * time.Minute, 70 * time.Minute, func(r recording) model.Vector { return r.troubled }},
+}
+
+// epoch is the start of the simulated timeline.
+var epoch = time.Unix(1_800_000_000, 0).UTC()
+
+func phaseAt(d time.Duration) string {
+	for _, p := range timeline {
+		if d >= p.from && d < p.to {
+			return p.name
+		}
+	}
+	return timeline[len(timeline)-1].name
+}
+
+func end() time.Duration { return timeline[len(timeline)-1].to }
+
+// promqlParser is the parser the rules and the dashboard are read with: Prometheus'
+// defaults.
+var promqlParser = parser.NewParser(parser.Options{})
+
+func newEngine() *promql.Engine {
+	return promql.NewEngine(promql.EngineOpts{
+		MaxSamples:    10_000_000,
+		Timeout:       time.Minute,
+		LookbackDelta: 5 * time.Minute,
+		Parser:        promqlParser,
+	})
+}
+
+// TestMonitoring plays the scenario against the real binaries once, then checks the
+// alerting rules and the dashboard of the monitoring overlay against what was scraped.
+func TestMonitoring(t *testing.T) {
+	ctrl.SetLogger(logr.Discard())
+	s := startStack(t)
+	rec := play(t, s)
+	st := store(t, rec)
+	overlay, err := manifests.Render(filepath.Join(testenv.RepoRoot(), manifests.Dir, manifests.Monitoring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("alerts", func(t *testing.T) { checkAlerts(t, st, overlay) })
+	t.Run("dashboard", func(t *testing.T) { checkDashboard(t, st, overlay) })
+}
+
+// store writes the recording into a Prometheus TSDB, one scrape every scrapeInterval.
+func store(t *testing.T, rec recording) *teststorage.TestStorage {
+	t.Helper()
+	st := teststorage.New(t)
+	app := st.Appender(context.Background())
+	for _, p := range timeline {
+		samples := p.samples(rec)
+		for at := p.from; at < p.to; at += scrapeInterval {
+			ts := epoch.Add(at).UnixMilli()
+			for _, s := range samples {
+				lbls := make(map[string]string, len(s.Metric))
+				for k, v := range s.Metric {
+					lbls[string(k)] = string(v)
+				}
+				if _, err := app.Append(0, labels.FromMap(lbls), ts, float64(s.Value)); err != nil {
+					t.Fatalf("append %s at %s: %v", s.Metric, at, err)
+				}
+			}
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// only returns the single rendered object of a kind.
+func only(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstructured.Unstructured {
+	t.Helper()
+	var found []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			found = append(found, o)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("the monitoring overlay renders %d %s objects, want 1", len(found), kind)
+	}
+	return found[0]
+}
+
+func writeTemp(t *testing.T, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
