@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -108,9 +108,9 @@ func play(t *testing.T, s *stack) recording {
 		}
 	}
 	s.waitGauges(t, "the tiny pool exhausted and the stuck pod's address released", map[string]float64{
-		`nicpool_pool_free_ips{pool="tiny"}`:                  0,
-		`nicpool_pool_allocated_ips{pool="healthy"}`:          3,
-		`nicpool_gc_releases_total{reason="pod-terminating"}`: 1,
+		`nicpool_pool_free_ips{pool="tiny"}`:                                                                         0,
+		`nicpool_pool_allocated_ips{pool="healthy"}`:                                                                 3,
+		`nicpool_gc_releases_total{reason="pod-terminating"}`:                                                        1,
 		`nicpool_webhook_requests_total{dry_run="false", operation="CREATE", result="denied", webhook="mutate-pod"}`: deniedPods,
 	})
 	r.troubled = s.scrape(t)
