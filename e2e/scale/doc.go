@@ -16,7 +16,8 @@
 // NICPOOL_SCALE_PODS, NICPOOL_SCALE_NODES, NICPOOL_SCALE_POOL_SIZE (addresses, 0 for
 // every host address of the subnet), NICPOOL_SCALE_SUBNET, NICPOOL_SCALE_MODE (socket
 // or exec), NICPOOL_SCALE_INFLIGHT (ADDs one node runs at once, 0 for all of its
-// pods), NICPOOL_SCALE_DEADLINE and NICPOOL_SCALE_BACKOFF (Go durations),
+// pods), NICPOOL_SCALE_DEADLINE, NICPOOL_SCALE_STALL (end early when no pod got an
+// address for that long) and NICPOOL_SCALE_BACKOFF (Go durations),
 // NICPOOL_SCALE_SAMPLE_EVERY (read the API server's counters each time this many more
 // pods hold an address).
 package scale

@@ -15,7 +15,8 @@ import (
 // processes through both modes fill a pool of exactly 20 to the last address, every
 // pod holding what it was given, the invariants holding and the control plane's
 // counters read; then, on a pool two addresses short, the two pods left over fail,
-// are retried as a kubelet retries, and leave nothing behind.
+// are retried as a kubelet retries, leave nothing behind, and the run ends once
+// nothing progresses.
 func TestHarness(t *testing.T) {
 	env := testenv.StartT(t, testenv.Options{})
 	ctx := context.Background()
@@ -66,7 +67,7 @@ func TestHarness(t *testing.T) {
 
 	t.Run("exhausted", func(t *testing.T) {
 		s := Scenario{Name: "harness-exhausted", Pods: 20, Nodes: 2, Subnet: netip.MustParsePrefix("10.52.0.0/24"), Size: 18,
-			Mode: Socket, Deadline: 3 * time.Second, AttemptTimeout: PluginRequestTimeout, Backoff: 500 * time.Millisecond}
+			Mode: Socket, Deadline: 10 * time.Minute, Stall: 20 * time.Second, AttemptTimeout: PluginRequestTimeout, Backoff: 500 * time.Millisecond}
 		r, err := Run(ctx, env, bins, s)
 		if err != nil {
 			t.Fatal(err)
@@ -79,6 +80,9 @@ func TestHarness(t *testing.T) {
 		}
 		if len(r.Errors) == 0 {
 			t.Error("no error recorded for the failed ADDs")
+		}
+		if !r.Stalled {
+			t.Error("the run did not end for want of progress, though only the two pods without an address were left")
 		}
 		if a := r.Accounting; a.Records != 18 || a.Duplicates+a.Leaked+a.Mismatched != 0 {
 			t.Errorf("accounting after failed ADDs: %+v", a)

@@ -26,11 +26,22 @@ type outcome struct {
 // kubelets plays the kubelet of every node: each pod's sandbox is set up at once
 // (at most InFlight at a time per node), and a sandbox whose ADD failed is torn down
 // (CNI DEL of its container) and retried with a new container after the kubelet's
-// backoff, until an ADD succeeds or the deadline passes. allocated counts the pods
-// holding an address, as they come.
-func kubelets(s Scenario, w *world, rt runtime, allocated *atomic.Int64) []outcome {
+// backoff, until an ADD succeeds, the deadline passes or no pod has got an address
+// for s.Stall. allocated counts the pods holding an address, as they come. stalled
+// says the run ended for want of progress.
+func kubelets(s Scenario, w *world, rt runtime, allocated *atomic.Int64) (out []outcome, stalled bool) {
 	deadline := time.Now().Add(s.Deadline)
-	out := make([]outcome, len(w.pods))
+	var progress atomic.Int64 // unix nanoseconds of the last pod to get an address
+	progress.Store(time.Now().UnixNano())
+	var gaveUp atomic.Bool
+	goOn := func() bool {
+		if s.Stall > 0 && time.Since(time.Unix(0, progress.Load())) > s.Stall {
+			gaveUp.Store(true)
+			return false
+		}
+		return time.Now().Before(deadline)
+	}
+	out = make([]outcome, len(w.pods))
 	slots := make([]chan struct{}, s.Nodes)
 	for n := range slots {
 		if s.InFlight > 0 {
@@ -42,9 +53,13 @@ func kubelets(s Scenario, w *world, rt runtime, allocated *atomic.Int64) []outco
 		wg.Go(func() {
 			o := &out[i]
 			var began time.Time
-			for attempt := 0; time.Now().Before(deadline); attempt++ {
+			for attempt := 0; goOn(); attempt++ {
 				if slots[p.Node] != nil {
 					slots[p.Node] <- struct{}{}
+					if !goOn() { // the wait for a slot may have been long
+						<-slots[p.Node]
+						return
+					}
 				}
 				if attempt == 0 {
 					began = time.Now()
@@ -55,6 +70,7 @@ func kubelets(s Scenario, w *world, rt runtime, allocated *atomic.Int64) []outco
 				if err == nil {
 					o.Address, o.Latency = addr, time.Since(began)
 					allocated.Add(1)
+					progress.Store(time.Now().UnixNano())
 				} else {
 					o.FirstFailed = o.FirstFailed || attempt == 0
 					o.Errors = append(o.Errors, err)
@@ -79,7 +95,7 @@ func kubelets(s Scenario, w *world, rt runtime, allocated *atomic.Int64) []outco
 		})
 	}
 	wg.Wait()
-	return out
+	return out, gaveUp.Load()
 }
 
 // containerID is the sandbox of pod i's attempt, 64 hex digits like a runtime's.

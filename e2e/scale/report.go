@@ -31,6 +31,9 @@ func (r *Result) Lines() []string {
 		fmt.Sprintf("CPU: kube-apiserver %.1f s, etcd %.1f s, the %d ipamd %.1f s, plugin execs %.1f s; largest ipamd peak RSS %s; load average %s",
 			r.API.APIServerCPU, r.API.EtcdCPU, s.Nodes, r.IpamdCPU, r.PluginCPU, bytesText(float64(r.IpamdPeakRSS)), r.Load),
 	}
+	if r.Stalled {
+		lines = append(lines, fmt.Sprintf("STALLED: no pod got an address for %s; the run ended there", s.Stall))
+	}
 	if r.Settled > 0 || r.Unsettled != nil {
 		state := fmt.Sprintf("settled %s after the last ADD", r.Settled.Round(time.Second))
 		if r.Unsettled != nil {

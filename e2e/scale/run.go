@@ -23,6 +23,8 @@ type Result struct {
 	// Wall runs from the first ADD's start to the last pod's end (success or
 	// deadline), retries included.
 	Wall time.Duration
+	// Stalled says the run ended early: no pod got an address for Scenario.Stall.
+	Stalled bool
 	// Allocated pods hold an address; FirstAttemptFailed pods needed a retry;
 	// Attempts counts every ADD.
 	Allocated, FirstAttemptFailed, Attempts int
@@ -102,7 +104,8 @@ func Run(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario) (
 	go func() { samples <- sample(ctx, env, s.SampleEvery, &allocated, done) }()
 
 	start := time.Now()
-	out := kubelets(s, w, rt, &allocated)
+	out, stalled := kubelets(s, w, rt, &allocated)
+	r.Stalled = stalled
 	r.Wall = time.Since(start)
 	close(done)
 

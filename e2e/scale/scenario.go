@@ -36,6 +36,10 @@ type Scenario struct {
 	// Deadline bounds the ADD phase: no attempt starts after it, and the pods
 	// without an address by then are reported.
 	Deadline time.Duration
+	// Stall ends the ADD phase early when no pod has got an address for this long
+	// (0: never): a layout that cannot go on would otherwise retry every pod until
+	// the deadline.
+	Stall time.Duration
 	// AttemptTimeout bounds one ADD: the plugin's request_timeout (30 s by default).
 	AttemptTimeout time.Duration
 	// Backoff is how long a kubelet waits before it retries a pod whose sandbox
@@ -107,7 +111,7 @@ func (s Scenario) FromEnv() (Scenario, error) {
 	durations := []struct {
 		key string
 		dst *time.Duration
-	}{{"NICPOOL_SCALE_DEADLINE", &s.Deadline}, {"NICPOOL_SCALE_BACKOFF", &s.Backoff}}
+	}{{"NICPOOL_SCALE_DEADLINE", &s.Deadline}, {"NICPOOL_SCALE_BACKOFF", &s.Backoff}, {"NICPOOL_SCALE_STALL", &s.Stall}}
 	for _, v := range durations {
 		if text, ok := os.LookupEnv(v.key); ok {
 			d, err := time.ParseDuration(text)
