@@ -62,7 +62,7 @@ func up(dir string, nodes int) error {
 			if _, err := os.Stat(filepath.Join(dir, readyFile)); err == nil {
 				out, _ := os.ReadFile(logPath)
 				fmt.Print(string(out))
-				fmt.Printf("running in the background (pid %d, log %s); `make down` stops it\n", cmd.Process.Pid, logPath)
+				fmt.Printf("running in the background (pid %d, log %s); `make down` stops it\n", cmd.Process.Pid, display(logPath))
 				return nil
 			}
 		}

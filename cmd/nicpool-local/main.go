@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -58,4 +59,18 @@ func main() {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "nicpool-local:", err)
 	os.Exit(1)
+}
+
+// display shows a path of the state directory as the user would type it: relative to
+// the working directory when it lies beneath it.
+func display(path string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return path
+	}
+	rel, err := filepath.Rel(wd, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return path
+	}
+	return rel
 }

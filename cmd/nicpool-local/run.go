@@ -47,14 +47,14 @@ func run(ctx context.Context, dir string, nodes int, detached bool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("applied %d objects from %s\n", len(created), examples)
+	fmt.Printf("applied %d objects from %s\n", len(created), display(examples))
 	if err := s.WaitRunning(ctx, "default", map[string]string{"app": "web"}, 3, 3*time.Minute); err != nil {
 		fmt.Fprintln(os.Stderr, "warning:", err)
 	}
 	if err := show(ctx, s); err != nil {
 		return err
 	}
-	fmt.Printf("\nkubeconfig: %s\ntry: kubectl --kubeconfig %s get sp,se,pods -A\nlogs: %s\n", kubeconfig, kubeconfig, dir)
+	fmt.Printf("\nkubeconfig: %s\ntry: kubectl --kubeconfig %s get sp,se,pods -A\nlogs: %s\n", display(kubeconfig), display(kubeconfig), display(dir))
 	if !detached {
 		fmt.Println("Ctrl-C stops the cluster.")
 	}
