@@ -10,8 +10,12 @@ export PATH := $(BIN):$(PATH)
 
 # Binaries of nicpool itself.
 CMDS := nicpool nicpool-ipamd nicpool-webhook nicpool-local kubectl-nicpool
+# How they are built: static, as build/*.Dockerfile builds them, because the images
+# carry these very binaries and have no libc (manifests/dockerfile_test.go checks both
+# lines agree).
+GO_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w"
 
-.PHONY: all build test unit e2e bench bench-scale fuzz generate verify-generate tools tools-node lint run up down clean help
+.PHONY: tools-runc all build test unit e2e bench bench-scale fuzz generate verify-generate tools tools-node lint run up down clean help
 
 all: build
 
@@ -21,18 +25,21 @@ help: ## list targets
 tools: ## build the pinned control plane, controller-gen, CNI plugins and Multus into bin/
 	hack/tools/build.sh
 
+tools-runc: ## build runc into bin/ (hack/images' tests run the images with it; also part of tools-node)
+	hack/tools/build.sh runc
+
 tools-node: ## build what real nodes run into bin/: kubelet, kube-proxy, kubectl, containerd, ctr, runc, CNI loopback
 	hack/tools/build.sh node
 
 build: ## build nicpool's binaries into bin/
 	@mkdir -p $(BIN)
-	@for c in $(CMDS); do if [ -d cmd/$$c ]; then $(GO) build -o $(BIN)/$$c ./cmd/$$c; fi; done
+	@for c in $(CMDS); do if [ -d cmd/$$c ]; then $(GO_BUILD) -o $(BIN)/$$c ./cmd/$$c; fi; done
 
 generate: tools ## regenerate deepcopy code and CRD YAML from crds/api
 	$(BIN)/controller-gen object:headerFile=hack/boilerplate.go.txt paths=./crds/api/...
 	$(BIN)/controller-gen crd paths=./crds/api/... output:crd:artifacts:config=crds/yaml
 
-test: tools build ## everything CI runs: vet, unit and integration tests against a real API server
+test: tools tools-runc build ## everything CI runs: vet, unit and integration tests against a real API server
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GOTEST) -count=1 -timeout 40m ./...
@@ -74,17 +81,46 @@ e2e: tools ## the end-to-end Ginkgo suite on the local cluster (also part of `ma
 	$(GOTEST) -count=1 -timeout 30m -v ./e2e/suite/
 
 clean: ## remove built binaries and local state
-	rm -rf $(BIN) .local
+	rm -rf $(BIN) .local dist
 
-# Container images, for users with Docker (BuildKit); tags match manifests/base.
-DOCKER      ?= docker
-IMAGE_REPO  ?= nicpool
-IMAGE_TAG   ?= dev
-IMAGES      := nicpool nicpool-ipamd nicpool-webhook
+# Container images. `make images` needs no Docker: hack/images writes each image as an
+# OCI tarball dist/images/<image>.tar from the binaries of `make build`, cross-built for
+# every IMAGE_PLATFORMS entry (os/arch); plus the pause image of local nodes.
+# `make docker-images` builds the same layout from build/<image>.Dockerfile with Docker.
+DOCKER          ?= docker
+IMAGE_REPO      ?= nicpool
+IMAGE_TAG       ?= dev
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+IMAGES          := nicpool nicpool-ipamd nicpool-webhook
+HOST_PLATFORM   := $(shell $(GO) env GOOS)/$(shell $(GO) env GOARCH)
+comma           := ,
+empty           :=
+space           := $(empty) $(empty)
 
-.PHONY: images manifests
+.PHONY: images image-import docker-images manifests
 
-images: ## build the container images nicpool/<binary>:dev with Docker from build/<binary>.Dockerfile (IMAGE_REPO, IMAGE_TAG)
+# cross_build,BINARY,PACKAGE: bin/<os>_<arch>/BINARY for every platform but the host's.
+define cross_build
+for p in $(IMAGE_PLATFORMS); do [ "$$p" = "$(HOST_PLATFORM)" ] || \
+  GOOS=$${p%%/*} GOARCH=$${p#*/} $(GO_BUILD) -o $(BIN)/$${p//\//_}/$(1) $(2); done
+endef
+
+images: build ## build the images without Docker: dist/images/<image>.tar, OCI, multi-arch (IMAGE_REPO, IMAGE_TAG, IMAGE_PLATFORMS)
+	@for c in $(IMAGES); do $(call cross_build,$$c,./cmd/$$c); done
+	$(GO_BUILD) -o $(BIN)/pause ./hack/images/pause
+	@$(call cross_build,pause,./hack/images/pause)
+	$(GO) run ./hack/images/cmd -bin $(BIN) -out dist/images -repo $(IMAGE_REPO) -tag $(IMAGE_TAG) \
+	  -platforms $(subst $(space),$(comma),$(strip $(IMAGE_PLATFORMS))) $(IMAGES) pause
+
+# image-import IMAGE=<name> IMAGE_REF=<ref>: one image for the host's platform, named
+# IMAGE_REF, into dist/tilt/<name>.tar, imported into every node of the running
+# `make up NODE=kubelet` (Tilt's custom_build in mode kubelet).
+image-import: build
+	@[ -n "$(IMAGE)" ] && [ -n "$(IMAGE_REF)" ] || { echo "usage: make image-import IMAGE=<name> IMAGE_REF=<reference>"; exit 2; }
+	$(GO) run ./hack/images/cmd -bin $(BIN) -out dist/tilt -platforms $(HOST_PLATFORM) -ref $(IMAGE_REF) $(IMAGE)
+	$(BIN)/nicpool-local import dist/tilt/$(IMAGE).tar
+
+docker-images: ## build the same images with Docker (BuildKit) from build/<image>.Dockerfile (IMAGE_REPO, IMAGE_TAG)
 	@for c in $(IMAGES); do echo "== $(IMAGE_REPO)/$$c:$(IMAGE_TAG)"; \
 	  DOCKER_BUILDKIT=1 $(DOCKER) build -f build/$$c.Dockerfile -t $(IMAGE_REPO)/$$c:$(IMAGE_TAG) . ; done
 

@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
-# The node IPAM daemon: a static binary on a distroless base. It runs as root
-# because its socket is root-only, like the container runtime that execs the CNI
-# plugin; the DaemonSet drops every capability.
+# The node IPAM daemon: a static binary and nothing else. It runs as root because
+# its socket is root-only, like the container runtime that execs the CNI plugin; the
+# DaemonSet drops every capability. `make images` builds the same layout without
+# Docker (hack/images); manifests/dockerfile_test.go keeps the two equal.
 ARG GO_VERSION=1.26
 
 FROM golang:${GO_VERSION} AS build
@@ -12,6 +13,9 @@ COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/nicpool-ipamd ./cmd/nicpool-ipamd
 
-FROM gcr.io/distroless/static-debian12
+FROM scratch
 COPY --from=build /out/nicpool-ipamd /usr/local/bin/nicpool-ipamd
+LABEL org.opencontainers.image.title="nicpool-ipamd" \
+      org.opencontainers.image.description="nicpool node IPAM daemon, serving the CNI plugin on a unix socket" \
+      org.opencontainers.image.source="https://github.com/nicpool/nicpool"
 ENTRYPOINT ["/usr/local/bin/nicpool-ipamd"]

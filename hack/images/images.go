@@ -1,0 +1,101 @@
+// Package images builds nicpool's container images without Docker or a registry: each
+// image is one layer holding a static binary at the path its Dockerfile (build/) puts
+// it, with the Dockerfile's entrypoint, user and labels, for every platform asked for,
+// written as an OCI image-layout tarball that `ctr images import`, `kind load
+// image-archive` and `docker load` accept.
+package images
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Image is the layout of one image. For the product images it mirrors
+// build/<Name>.Dockerfile (manifests/dockerfile_test.go compares the two).
+type Image struct {
+	// Name is the image's name under the repository (nicpool/<Name>).
+	Name string
+	// Binary is the file under the binaries directory that the image carries.
+	Binary string
+	// Path is where the image holds the binary; it is also the entrypoint.
+	Path string
+	// User is the image's USER ("" runs as root).
+	User string
+	// Description is the image's org.opencontainers.image.description label.
+	Description string
+	// Ref, when set, is the image's fixed reference (the pause image is known to the
+	// container runtime by the upstream name).
+	Ref string
+}
+
+// Source is the org.opencontainers.image.source label of every image.
+const Source = "https://github.com/nicpool/nicpool"
+
+// Product are the images nicpool ships, one per build/<Name>.Dockerfile.
+var Product = []Image{
+	{
+		Name:        "nicpool",
+		Binary:      "nicpool",
+		Path:        "/opt/nicpool/nicpool",
+		Description: "nicpool CNI IPAM plugin; the ipamd DaemonSet's init container installs it into the node's CNI bin directory",
+	},
+	{
+		Name:        "nicpool-ipamd",
+		Binary:      "nicpool-ipamd",
+		Path:        "/usr/local/bin/nicpool-ipamd",
+		Description: "nicpool node IPAM daemon, serving the CNI plugin on a unix socket",
+	},
+	{
+		Name:        "nicpool-webhook",
+		Binary:      "nicpool-webhook",
+		Path:        "/usr/local/bin/nicpool-webhook",
+		User:        "65532:65532",
+		Description: "nicpool admission webhook and cluster controllers",
+	},
+}
+
+// Pause is the sandbox image of local nodes (no registry to pull it from): a static
+// binary that holds the pod's namespaces, reaps orphans and exits when signalled, run
+// as the user of the upstream image it stands in for.
+var Pause = Image{
+	Name:        "pause",
+	Binary:      "pause",
+	Path:        "/pause",
+	User:        "65535:65535",
+	Description: "pod sandbox for local nodes, built from nicpool's hack/images/pause",
+	Ref:         "registry.k8s.io/pause:3.10",
+}
+
+// All are the images Build knows.
+func All() []Image { return append(slices.Clone(Product), Pause) }
+
+// Lookup returns the image called name.
+func Lookup(name string) (Image, error) {
+	for _, im := range All() {
+		if im.Name == name {
+			return im, nil
+		}
+	}
+	var names []string
+	for _, im := range All() {
+		names = append(names, im.Name)
+	}
+	return Image{}, fmt.Errorf("unknown image %q: want one of %s", name, strings.Join(names, ", "))
+}
+
+// Entrypoint is the image's ENTRYPOINT.
+func (im Image) Entrypoint() []string { return []string{im.Path} }
+
+// Labels are the image's OCI labels.
+func (im Image) Labels() map[string]string {
+	return map[string]string{
+		"org.opencontainers.image.title":       im.Name,
+		"org.opencontainers.image.description": im.Description,
+		"org.opencontainers.image.source":      Source,
+	}
+}
+
+// DefaultPath is the PATH of an image built FROM scratch: BuildKit sets it when the
+// base sets none, and Build does the same so both builds have the same environment.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -1,0 +1,102 @@
+package images
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+)
+
+// Load reads a tarball that Build wrote, unpacking it under dir: the name containerd
+// gives it on import and its image index.
+func Load(file, dir string) (string, v1.ImageIndex, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", nil, err
+	}
+	defer f.Close()
+	if err := Unpack(f, dir); err != nil {
+		return "", nil, fmt.Errorf("%s: %w", file, err)
+	}
+	top, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	m, err := top.IndexManifest()
+	if err != nil {
+		return "", nil, err
+	}
+	if len(m.Manifests) != 1 {
+		return "", nil, fmt.Errorf("%s: index.json lists %d images, want 1", file, len(m.Manifests))
+	}
+	desc := m.Manifests[0]
+	idx, err := top.ImageIndex(desc.Digest)
+	if err != nil {
+		return "", nil, err
+	}
+	return desc.Annotations["io.containerd.image.name"], idx, nil
+}
+
+// ImageFor is the image of idx for platform p.
+func ImageFor(idx v1.ImageIndex, p v1.Platform) (v1.Image, error) {
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range m.Manifests {
+		if d.Platform != nil && d.Platform.Equals(p) {
+			return idx.Image(d.Digest)
+		}
+	}
+	return nil, fmt.Errorf("no image for %s", p)
+}
+
+// Unpack writes the directories and regular files of a tar stream under dir, with
+// their modes; any other kind of entry, or a path leaving dir, is an error (the
+// images and their layouts hold nothing else).
+func Unpack(r io.Reader, dir string) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if !strings.HasPrefix(target, filepath.Clean(dir)+string(filepath.Separator)) {
+			return fmt.Errorf("entry %q leaves %s", h.Name, dir)
+		}
+		mode := h.FileInfo().Mode().Perm()
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, mode); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			out, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(out, tr)
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("entry %q is not a file or directory", h.Name)
+		}
+	}
+}
