@@ -32,6 +32,13 @@ type Image struct {
 	Ignore                   []string
 }
 
+// CustomBuild is one custom_build call.
+type CustomBuild struct {
+	Ref, Command                  string
+	Deps                          []string
+	SkipsLocalDocker, DisablePush bool
+}
+
 // K8sResource is one k8s_resource call.
 type K8sResource struct {
 	// Workload names a rendered Deployment or DaemonSet; NewName a resource made
@@ -52,6 +59,7 @@ func (r K8sResource) Name() string {
 type Result struct {
 	LocalResources []LocalResource
 	Images         []Image
+	CustomBuilds   []CustomBuild
 	K8sResources   []K8sResource
 	// YAML are the blobs passed to k8s_yaml.
 	YAML []string
@@ -60,6 +68,8 @@ type Result struct {
 	WatchedFiles   []string
 	// Defined are the config settings the Tiltfile defines (`tilt up -- --name=…`).
 	Defined []string
+	// AllowedContexts are the kube contexts passed to allow_k8s_contexts.
+	AllowedContexts []string
 }
 
 // Options of one evaluation.
@@ -71,6 +81,8 @@ type Options struct {
 	// Kustomize renders a kustomization directory (relative to Root) to YAML, as
 	// Tilt's kustomize() does.
 	Kustomize func(dir string) (string, error)
+	// K8sContext is the current kube context, as Tilt's k8s_context() returns it.
+	K8sContext string
 }
 
 // Evaluate runs Root/Tiltfile.
@@ -234,6 +246,43 @@ func (r *Result) builtins(opts Options) starlark.StringDict {
 			}
 			r.Images = append(r.Images, Image{Ref: ref, Context: context, Dockerfile: dockerfile, Ignore: ig})
 			return nil, nil
+		}),
+		"custom_build": builtin("custom_build", func(args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			var ref, command, tag, commandBat, outputsRefTo, dir string
+			var deps, liveUpdate, ignore, entrypoint, containerArgs, imageDeps, env starlark.Value
+			var skipsLocalDocker, disablePush, matchInEnvVars bool
+			if err := starlark.UnpackArgs("custom_build", args, kwargs, "ref", &ref, "command", &command, "deps", &deps,
+				"tag?", &tag, "disable_push?", &disablePush, "skips_local_docker?", &skipsLocalDocker,
+				"live_update?", &liveUpdate, "match_in_env_vars?", &matchInEnvVars, "ignore?", &ignore,
+				"entrypoint?", &entrypoint, "command_bat?", &commandBat, "outputs_image_ref_to?", &outputsRefTo,
+				"container_args?", &containerArgs, "image_deps?", &imageDeps, "env?", &env, "dir?", &dir); err != nil {
+				return nil, err
+			}
+			cb := CustomBuild{Ref: ref, Command: command, SkipsLocalDocker: skipsLocalDocker, DisablePush: disablePush}
+			var err error
+			if cb.Deps, err = stringList(deps); err != nil {
+				return nil, err
+			}
+			r.CustomBuilds = append(r.CustomBuilds, cb)
+			return nil, nil
+		}),
+		"allow_k8s_contexts": builtin("allow_k8s_contexts", func(args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			var contexts starlark.Value
+			if err := starlark.UnpackArgs("allow_k8s_contexts", args, kwargs, "contexts", &contexts); err != nil {
+				return nil, err
+			}
+			cs, err := stringList(contexts)
+			if err != nil {
+				return nil, err
+			}
+			r.AllowedContexts = append(r.AllowedContexts, cs...)
+			return nil, nil
+		}),
+		"k8s_context": builtin("k8s_context", func(args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			if err := starlark.UnpackArgs("k8s_context", args, kwargs); err != nil {
+				return nil, err
+			}
+			return starlark.String(opts.K8sContext), nil
 		}),
 		"kustomize": builtin("kustomize", func(args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 			var dir string

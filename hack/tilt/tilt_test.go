@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/hack/images"
 	"github.com/nicpool/nicpool/hack/tilt"
 	"github.com/nicpool/nicpool/manifests"
 )
@@ -41,7 +42,7 @@ func kustomize(dir string) (string, error) {
 
 func evaluate(t *testing.T, args map[string]string) *tilt.Result {
 	t.Helper()
-	r, err := tilt.Evaluate(tilt.Options{Root: root, Args: args, Kustomize: kustomize})
+	r, err := tilt.Evaluate(tilt.Options{Root: root, Args: args, Kustomize: kustomize, K8sContext: "envtest"})
 	if err != nil {
 		t.Fatalf("Tiltfile with %v: %v", args, err)
 	}
@@ -81,7 +82,7 @@ func makeTargets(t *testing.T) []string {
 func TestLocalModeRunsTheMakefile(t *testing.T) {
 	for _, args := range []map[string]string{nil, {"mode": "local"}} {
 		r := evaluate(t, args)
-		if len(r.Images) > 0 || len(r.YAML) > 0 || len(r.K8sResources) > 0 {
+		if len(r.Images) > 0 || len(r.CustomBuilds) > 0 || len(r.YAML) > 0 || len(r.K8sResources) > 0 {
 			t.Errorf("mode local builds images or applies YAML: %d images, %d YAML, %d resources", len(r.Images), len(r.YAML), len(r.K8sResources))
 		}
 		targets := makeTargets(t)
@@ -163,24 +164,17 @@ func sourceFolders(t *testing.T) []string {
 	return dirs
 }
 
-// Mode kind builds every image the manifests use from an existing Dockerfile,
-// applies an overlay that renders, installs the cert-manager release the overlay
-// is tested against before anything needs it, and forwards each component's
-// metrics port.
-func TestKindModeBuildsImagesAndAppliesTheOverlay(t *testing.T) {
-	r := evaluate(t, map[string]string{"mode": "kind"})
-	for _, lr := range r.LocalResources {
-		for _, d := range lr.Deps {
-			exists(t, "dep of "+lr.Name, d)
-		}
+// applied decodes what an evaluation passes to k8s_yaml, checking that it comes from
+// one of the repository's kustomizations.
+func applied(t *testing.T, r *tilt.Result, want string) []*unstructured.Unstructured {
+	t.Helper()
+	if len(r.Kustomizations) != 1 || filepath.Clean(r.Kustomizations[0]) != want {
+		t.Fatalf("applies %v; want %s", r.Kustomizations, want)
 	}
-	for _, f := range r.WatchedFiles {
-		exists(t, "watched file", f)
-	}
-	if len(r.Kustomizations) != 1 || !slices.ContainsFunc(manifests.Kustomizations, func(k string) bool {
-		return filepath.Join(manifests.Dir, k) == filepath.Clean(r.Kustomizations[0])
+	if !slices.ContainsFunc(manifests.Kustomizations, func(k string) bool {
+		return filepath.Join(manifests.Dir, k) == want
 	}) {
-		t.Fatalf("kind mode applies %v; want one of %v", r.Kustomizations, manifests.Kustomizations)
+		t.Fatalf("%s is not one of the tested kustomizations %v", want, manifests.Kustomizations)
 	}
 	var objs []*unstructured.Unstructured
 	for _, blob := range r.YAML {
@@ -200,10 +194,14 @@ func TestKindModeBuildsImagesAndAppliesTheOverlay(t *testing.T) {
 		}
 	}
 	if len(objs) == 0 {
-		t.Fatal("kind mode applies no objects")
+		t.Fatal("applies no objects")
 	}
+	return objs
+}
 
-	// Images: every image of a workload is built, every build is used.
+// workloadImages are the images (without tags) the Deployments and DaemonSets run,
+// and the workloads by name.
+func workloadImages(objs []*unstructured.Unstructured) (map[string]bool, map[string]*unstructured.Unstructured) {
 	used := map[string]bool{}
 	workloads := map[string]*unstructured.Unstructured{}
 	for _, o := range objs {
@@ -219,38 +217,28 @@ func TestKindModeBuildsImagesAndAppliesTheOverlay(t *testing.T) {
 			}
 		}
 	}
-	built := map[string]bool{}
-	for _, img := range r.Images {
-		built[img.Ref] = true
-		exists(t, "build context of "+img.Ref, img.Context)
-		exists(t, "Dockerfile of "+img.Ref, img.Dockerfile)
-		exists(t, "ignore file of "+img.Ref, img.Dockerfile+".dockerignore")
-		if !used[img.Ref] {
-			t.Errorf("image %s is built but no workload uses it", img.Ref)
+	return used, workloads
+}
+
+// checkImages: every image of a workload is built, every build is used.
+func checkImages(t *testing.T, used map[string]bool, built []string) {
+	t.Helper()
+	for _, ref := range built {
+		if !used[ref] {
+			t.Errorf("image %s is built but no workload uses it", ref)
 		}
-		for _, ig := range []string{"bin", ".local"} {
-			if !slices.Contains(img.Ignore, ig) {
-				t.Errorf("image %s sends %s/ to the builder", img.Ref, ig)
-			}
-		}
-		// The Dockerfile builds the binary the image is named after.
-		df, err := os.ReadFile(filepath.Join(root, img.Dockerfile))
-		if err != nil {
-			continue
-		}
-		binary := filepath.Base(img.Ref)
-		if !strings.Contains(string(df), "./cmd/"+binary+"\n") {
-			t.Errorf("%s does not build ./cmd/%s", img.Dockerfile, binary)
-		}
-		exists(t, "command of "+img.Ref, filepath.Join("cmd", binary))
 	}
 	for ref := range used {
-		if !built[ref] {
-			t.Errorf("workload image %s has no docker_build", ref)
+		if !slices.Contains(built, ref) {
+			t.Errorf("workload image %s is not built", ref)
 		}
 	}
+}
 
-	// Resources: workloads and object selectors exist; every object has a resource.
+// checkResources: workloads and object selectors exist, every object has a resource,
+// every dependency is a resource, the metrics of both components are forwarded.
+func checkResources(t *testing.T, r *tilt.Result, objs []*unstructured.Unstructured, workloads map[string]*unstructured.Unstructured) {
+	t.Helper()
 	names := map[string]bool{}
 	for _, lr := range r.LocalResources {
 		names[lr.Name] = true
@@ -304,6 +292,48 @@ func TestKindModeBuildsImagesAndAppliesTheOverlay(t *testing.T) {
 			t.Errorf("the metrics of %s are not port-forwarded", w)
 		}
 	}
+}
+
+// Mode kind builds every image the manifests use from an existing Dockerfile,
+// applies an overlay that renders, installs the cert-manager release the overlay
+// is tested against before anything needs it, and forwards each component's
+// metrics port.
+func TestKindModeBuildsImagesAndAppliesTheOverlay(t *testing.T) {
+	r := evaluate(t, map[string]string{"mode": "kind"})
+	for _, lr := range r.LocalResources {
+		for _, d := range lr.Deps {
+			exists(t, "dep of "+lr.Name, d)
+		}
+	}
+	for _, f := range r.WatchedFiles {
+		exists(t, "watched file", f)
+	}
+	objs := applied(t, r, filepath.Join(manifests.Dir, "overlays", "cert-manager"))
+	used, workloads := workloadImages(objs)
+	var built []string
+	for _, img := range r.Images {
+		built = append(built, img.Ref)
+		exists(t, "build context of "+img.Ref, img.Context)
+		exists(t, "Dockerfile of "+img.Ref, img.Dockerfile)
+		exists(t, "ignore file of "+img.Ref, img.Dockerfile+".dockerignore")
+		for _, ig := range []string{"bin", ".local"} {
+			if !slices.Contains(img.Ignore, ig) {
+				t.Errorf("image %s sends %s/ to the builder", img.Ref, ig)
+			}
+		}
+		// The Dockerfile builds the binary the image is named after.
+		df, err := os.ReadFile(filepath.Join(root, img.Dockerfile))
+		if err != nil {
+			continue
+		}
+		binary := filepath.Base(img.Ref)
+		if !strings.Contains(string(df), "./cmd/"+binary+"\n") {
+			t.Errorf("%s does not build ./cmd/%s", img.Dockerfile, binary)
+		}
+		exists(t, "command of "+img.Ref, filepath.Join("cmd", binary))
+	}
+	checkImages(t, used, built)
+	checkResources(t, r, objs, workloads)
 
 	// cert-manager: the tested release, installed and waited for before the
 	// certificates are applied.
@@ -325,6 +355,106 @@ func TestKindModeBuildsImagesAndAppliesTheOverlay(t *testing.T) {
 			t.Errorf("k8s_resource %s applies cert-manager objects before cert-manager is ready", res.Name())
 		}
 	}
+}
+
+var importRE = regexp.MustCompile(`^make (image-import) IMAGE=([a-z0-9-]+) IMAGE_REF=\$EXPECTED_REF$`)
+
+// Mode kubelet needs no Docker: each image of the workloads is built by hack/images
+// through a make target and imported into the nodes (never pushed), rebuilt when a
+// package its binary is built from changes; it applies the overlay the real nodes
+// run (self-managed certificates, no cert-manager), only to the cluster of `make up
+// NODE=kubelet`.
+func TestKubeletModeBuildsImagesWithoutDocker(t *testing.T) {
+	r := evaluate(t, map[string]string{"mode": "kubelet"})
+	if len(r.Images) > 0 {
+		t.Errorf("mode kubelet builds %d images with Docker", len(r.Images))
+	}
+	if !slices.Equal(r.AllowedContexts, []string{"envtest"}) {
+		t.Errorf("mode kubelet allows contexts %v; want only envtest, the context of .local/kubeconfig", r.AllowedContexts)
+	}
+	for _, f := range r.WatchedFiles {
+		exists(t, "watched file", f)
+	}
+	objs := applied(t, r, filepath.Join(manifests.Dir, "overlays", "self-managed"))
+	used, workloads := workloadImages(objs)
+	targets := makeTargets(t)
+	var built []string
+	for _, cb := range r.CustomBuilds {
+		built = append(built, cb.Ref)
+		m := importRE.FindStringSubmatch(cb.Command)
+		if m == nil {
+			t.Errorf("custom_build %s runs %q; want make image-import IMAGE=<name> IMAGE_REF=$EXPECTED_REF", cb.Ref, cb.Command)
+			continue
+		}
+		if !slices.Contains(targets, m[1]) {
+			t.Errorf("custom_build %s: the Makefile has no target %s", cb.Ref, m[1])
+		}
+		im, err := images.Lookup(m[2])
+		if err != nil {
+			t.Errorf("custom_build %s: %v", cb.Ref, err)
+			continue
+		}
+		if filepath.Base(cb.Ref) != im.Name {
+			t.Errorf("custom_build %s builds image %s", cb.Ref, im.Name)
+		}
+		if !cb.SkipsLocalDocker || !cb.DisablePush {
+			t.Errorf("custom_build %s: want skips_local_docker and disable_push (no Docker, no registry)", cb.Ref)
+		}
+		for _, d := range cb.Deps {
+			exists(t, "dep of "+cb.Ref, d)
+		}
+		for _, dir := range imports(t, "./cmd/"+im.Binary) {
+			if !slices.ContainsFunc(cb.Deps, func(d string) bool { return dir == d || strings.HasPrefix(dir, d+"/") }) {
+				t.Errorf("custom_build %s: a change in %s/ does not rebuild the image", cb.Ref, dir)
+			}
+		}
+		for _, f := range []string{"go.mod", "go.sum"} {
+			if !slices.Contains(cb.Deps, f) {
+				t.Errorf("custom_build %s does not watch %s", cb.Ref, f)
+			}
+		}
+	}
+	checkImages(t, used, built)
+	checkResources(t, r, objs, workloads)
+	for _, lr := range r.LocalResources {
+		if strings.Contains(lr.Cmd, "cert-manager") {
+			t.Errorf("mode kubelet installs cert-manager (%s); the self-managed overlay needs none", lr.Name)
+		}
+	}
+
+	// Elsewhere it refuses to start, naming what to run.
+	_, err := tilt.Evaluate(tilt.Options{Root: root, Args: map[string]string{"mode": "kubelet"}, Kustomize: kustomize, K8sContext: "prod"})
+	if err == nil || !strings.Contains(err.Error(), "make up NODE=kubelet") {
+		t.Errorf("mode kubelet on context prod: want an error naming `make up NODE=kubelet`, got %v", err)
+	}
+}
+
+// imports are the repository folders (cmd/<binary> and the top-level folders of the
+// other packages) a binary is built from.
+func imports(t *testing.T, pkg string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", pkg)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pkg, err)
+	}
+	var dirs []string
+	for _, d := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(root, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		dir := parts[0]
+		if dir == "cmd" && len(parts) > 1 {
+			dir = "cmd/" + parts[1]
+		}
+		if !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs
 }
 
 func containerPort(w *unstructured.Unstructured, port string) bool {
