@@ -61,3 +61,35 @@ func TestInvariantCheckerReportsViolations(t *testing.T) {
 	}
 	checkInvariants(t, false)
 }
+
+// I8: a record's pod is the endpoint that lists it. An endpoint naming the UID of a pod
+// of another name, and listing that pod's address, is reported even though UID and
+// interface agree.
+func TestInvariantCheckerReportsRecordOfAnotherPod(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "i8")
+	createPool(t, "i8", "172.22.0.0/16", []string{"172.22.0.1-172.22.0.9"})
+	p := getPool(t, "i8")
+	p.Status.AllocatedIPs = v2beta1.PoolIPAllocations{"172.22.0.1": {Pod: "i8/real", PodUID: "uid-real", Interface: "eth0"}}
+	if err := env.Client.Status().Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	ep := &v2beta1.SpiderEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: "i8", Name: "other"},
+		Status: v2beta1.WorkloadEndpointStatus{Current: v2beta1.PodIPAllocation{UID: "uid-real", IPs: []v2beta1.IPAllocationDetail{
+			{Interface: "eth0", IPv4: ptr("172.22.0.1/16"), IPv4Pool: ptr("i8")}}}}}
+	if err := env.Client.Create(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	err := invariants.Check(ctx, env.Client, invariants.Options{})
+	want := "I8: endpoint i8/other interface eth0 lists 172.22.0.1 of pool i8, whose record names pod i8/real (UID uid-real)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("checker did not report %q; got:\n%v", want, err)
+	}
+	if err := env.Client.Delete(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, false)
+}

@@ -1,5 +1,5 @@
-// Package invariants checks nicpool's allocation invariants I1–I4 (design.md) over
-// the pools, endpoints and pods stored in the API server. Test suites and benchmarks
+// Package invariants checks nicpool's allocation invariants I1–I4 and I8 (design.md)
+// over the pools, endpoints and pods stored in the API server. Test suites and benchmarks
 // of every component end with it.
 package invariants
 
@@ -126,6 +126,10 @@ func Check(ctx context.Context, r client.Reader, opts Options) error {
 				if ok && (rec.PodUID != ep.Status.Current.UID || rec.Interface != d.Interface) {
 					add("I3: endpoint %s (pod UID %s) interface %s records %s, which pool %s gives to pod UID %s interface %q",
 						name, ep.Status.Current.UID, d.Interface, pfx.Addr(), *pair.pool, rec.PodUID, rec.Interface)
+				}
+				if ok && rec.Pod != name {
+					add("I8: endpoint %s interface %s lists %s of pool %s, whose record names pod %s (UID %s): a record's pod must be the endpoint that lists it",
+						name, d.Interface, pfx.Addr(), *pair.pool, rec.Pod, rec.PodUID)
 				}
 			}
 		}
