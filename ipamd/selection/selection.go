@@ -58,8 +58,9 @@ func (c Choice) Families() []int64 {
 }
 
 // Choose returns the pools of one interface. pools is every pool the caller knows, for
-// wildcard expansion and cluster defaults; ns may be nil. An error names the annotation
-// and what to fix.
+// wildcard expansion and cluster defaults; ns may be nil. A pod whose
+// ipam.spidernet.io/ippools annotation does not cover the interface gets an error, as
+// with spiderpool, not default pools. An error names the annotation and what to fix.
 func Choose(pod *corev1.Pod, ns *corev1.Namespace, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (Choice, error) {
 	if v, ok := pod.Annotations[annotations.IPPools]; ok {
 		sel, errs := annotations.ParsePoolSelections(v)
@@ -81,7 +82,10 @@ func Choose(pod *corev1.Pod, ns *corev1.Namespace, iface string, network api.Net
 				return Choice{Interface: iface, IPv4: expand(s.IPv4, pools), IPv6: expand(s.IPv6, pools), CleanGateway: s.CleanGateway, Source: SourcePod}, nil
 			}
 		}
-		// Interfaces the annotation leaves out fall through to the defaults below.
+		// spiderpool refuses an interface the annotation leaves out rather than serve
+		// it from defaults the pod's author did not ask for.
+		return Choice{}, fmt.Errorf("annotation %s names no pools for interface %s: add an entry {\"interface\":%q,\"ipv4\":[…]} for it, or remove the annotation to use default pools for every interface",
+			annotations.IPPools, iface, iface)
 	} else if v, ok := pod.Annotations[annotations.IPPool]; ok && iface == annotations.DefaultInterface {
 		s, errs := annotations.ParseSinglePoolSelection(v)
 		if len(errs) > 0 {

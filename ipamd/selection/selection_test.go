@@ -59,6 +59,11 @@ func TestChoose(t *testing.T) {
 			want: Choice{Interface: "eth0", IPv4: []string{"v4-a", "v4-b"}, IPv6: []string{"v6-a"}, Source: SourceCluster}},
 		{name: "malformed annotation names it", iface: "eth0", pod: pod(map[string]string{"ipam.spidernet.io/ippools": `{`}),
 			wantErr: "ipam.spidernet.io/ippools"},
+		// Issue 10 finding 8: spiderpool refuses the interface; defaults would serve it
+		// from pools its author never chose.
+		{name: "an interface the annotation leaves out is refused, not served from defaults", iface: "net1", ns: nsWith,
+			pod:     pod(map[string]string{"k8s.v1.cni.cncf.io/networks": "macvlan", "ipam.spidernet.io/ippools": `[{"interface":"eth0","ipv4":["v4-a"]}]`}),
+			wantErr: "annotation ipam.spidernet.io/ippools names no pools for interface net1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
