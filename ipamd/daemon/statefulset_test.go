@@ -239,3 +239,59 @@ func TestStatefulSetRemovedInterfaceIsReleased(t *testing.T) {
 	}
 	checkInvariants(t, true)
 }
+
+// I5 whatever picked the pool (issue 10 finding 4): a StatefulSet pod whose eth0 draws
+// from its namespace's default pool keeps its address on restart while that default is
+// unchanged, and moves to the new default when the namespace names another pool. The
+// old pool's address is then released.
+func TestStatefulSetNamespaceDefaultPool(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "stsn")
+	createPool(t, "stsn-a", "172.23.0.0/16", []string{"172.23.0.1-172.23.0.20"})
+	createPool(t, "stsn-b", "172.24.0.0/16", []string{"172.24.0.1-172.24.0.20"})
+	setDefault := func(pool string) {
+		t.Helper()
+		ns := &corev1.Namespace{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: "stsn"}, ns); err != nil {
+			t.Fatal(err)
+		}
+		ns.Annotations = map[string]string{annotations.NamespaceDefaultIPv4Pool: `["` + pool + `"]`}
+		if err := env.Client.Update(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setDefault("stsn-a")
+	d, _ := startDaemon(t, "stsn-node")
+	waitFor(t, func() bool {
+		ns := &corev1.Namespace{}
+		return d.Cache.Get(ctx, client.ObjectKey{Name: "stsn"}, ns) == nil && ns.Annotations[annotations.NamespaceDefaultIPv4Pool] != ""
+	})
+	sts := createStatefulSet(t, "stsn", "db", 1)
+	restart := func(old *corev1.Pod) *corev1.Pod {
+		t.Helper()
+		ep := getEndpoint(t, "stsn", "db-0")
+		deletePod(t, old)
+		return createPod(t, "stsn", "db-0", "stsn-node", ownedBy(sts), withAnnotations(annotations.EndpointUID, string(ep.UID)))
+	}
+	old := createPod(t, "stsn", "db-0", "stsn-node", ownedBy(sts), withAnnotations(annotations.EndpointUID, annotations.NoEndpoint))
+	before := addAll(t, d.Service, old, "eth0")
+
+	same := restart(old)
+	if got := addAll(t, d.Service, same, "eth0"); got["eth0"] != before["eth0"] {
+		t.Errorf("namespace default unchanged: eth0 got %s, had %s", got["eth0"], before["eth0"])
+	}
+
+	setDefault("stsn-b")
+	waitFor(t, func() bool {
+		ns := &corev1.Namespace{}
+		return d.Cache.Get(ctx, client.ObjectKey{Name: "stsn"}, ns) == nil && strings.Contains(ns.Annotations[annotations.NamespaceDefaultIPv4Pool], "stsn-b")
+	})
+	moved := restart(same)
+	if got := addAll(t, d.Service, moved, "eth0"); !strings.HasPrefix(got["eth0"], "172.24.") {
+		t.Errorf("namespace default moved to stsn-b: eth0 got %s", got["eth0"])
+	}
+	if n := len(getPool(t, "stsn-a").Status.AllocatedIPs); n != 0 {
+		t.Errorf("the former default pool still holds %d addresses", n)
+	}
+	checkInvariants(t, true)
+}

@@ -78,7 +78,7 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 	// taken is what this request allocated, over every round: a failure gives it back.
 	var taken []held
 	for range maxDecisions {
-		ep, tookOver, err := s.adopt(ctx, pod, req.Network, pools)
+		ep, tookOver, err := s.adopt(ctx, pod, req.Interface, req.Network, pools)
 		if errors.Is(err, errEndpointReserved) {
 			log.Info("refused: the pod's name holds a returning StatefulSet pod's endpoint", "error", err.Error())
 			s.event(pod, "EndpointReserved", err.Error())

@@ -28,7 +28,7 @@ import (
 // otherwise a leftover, released and deleted. All three are decided on a fresh read,
 // never on a cached copy: a cached endpoint may have been deleted and recreated
 // meanwhile.
-func (s *Service) adopt(ctx context.Context, pod *corev1.Pod, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (*v2beta1.SpiderEndpoint, bool, error) {
+func (s *Service) adopt(ctx context.Context, pod *corev1.Pod, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (*v2beta1.SpiderEndpoint, bool, error) {
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 	ep, err := s.endpoint(ctx, key)
 	if err != nil {
@@ -51,7 +51,7 @@ func (s *Service) adopt(ctx context.Context, pod *corev1.Pod, network api.Networ
 		var taken *v2beta1.SpiderEndpoint
 		switch {
 		case successor(pod, ep):
-			taken, err = s.takeOver(ctx, pod, ep, network, pools)
+			taken, err = s.takeOver(ctx, pod, ep, iface, network, pools)
 		case s.reservedForStatefulSet(ctx, pod, ep):
 			set, _ := workload.EndpointStatefulSet(ep)
 			return nil, false, fmt.Errorf("%w: SpiderEndpoint %s/%s holds the addresses of StatefulSet %s's pod of this name, which comes back; this pod is not controlled by StatefulSet %s: delete it, or scale the StatefulSet below this ordinal",
@@ -101,7 +101,8 @@ func (s *Service) reservedForStatefulSet(ctx context.Context, pod *corev1.Pod, e
 // to the new pod UID first), the others are released and reallocated by their ADD.
 // Pools are written before the endpoint, so a crash in between is finished by the
 // next ADD: transfers are idempotent and the endpoint still names the old UID.
-func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.SpiderEndpoint, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (*v2beta1.SpiderEndpoint, error) {
+// iface is the interface of the ADD that takes over, network its CNI network.
+func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.SpiderEndpoint, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (*v2beta1.SpiderEndpoint, error) {
 	oldUID := ep.Status.Current.UID
 	log := s.Log.WithValues("pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "previousUID", oldUID, "endpointUID", ep.UID)
 	ns := s.namespace(ctx, pod.Namespace)
@@ -114,7 +115,7 @@ func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spi
 				extra = append(extra, *p)
 			}
 		}
-		if !unchanged(pod, ns, ifs, d, network, pools) {
+		if !unchanged(pod, ns, ifs, d, iface, network, pools) {
 			log.Info("interface's pools changed: releasing its addresses", "interface", d.Interface)
 			continue
 		}
@@ -169,10 +170,11 @@ func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spi
 }
 
 // unchanged reports whether an interface recorded for the predecessor still exists and
-// draws from the same pools. An interface whose pools come from defaults that only
-// its own CNI network knows is judged by its annotation-free choice: kept when that
-// choice still lists the pool.
-func unchanged(pod *corev1.Pod, ns *corev1.Namespace, ifs []annotations.Interface, d v2beta1.IPAllocationDetail, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) bool {
+// draws from the same pools, whatever picked them (pod annotation, namespace defaults,
+// CNI network defaults, cluster defaults: design.md I5). The request describes only
+// its own interface's CNI network; another interface whose choice falls to the cluster
+// defaults may have network defaults this request cannot see, and keeps its addresses.
+func unchanged(pod *corev1.Pod, ns *corev1.Namespace, ifs []annotations.Interface, d v2beta1.IPAllocationDetail, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) bool {
 	if d.Interface == "" {
 		return false // spiderpool's bug 1 record: not an interface of anything
 	}
@@ -183,12 +185,16 @@ func unchanged(pod *corev1.Pod, ns *corev1.Namespace, ifs []annotations.Interfac
 	if !exists {
 		return false
 	}
+	own := d.Interface == iface
+	if !own {
+		network = api.NetworkConfig{}
+	}
 	choice, err := selection.Choose(pod, ns, d.Interface, network, pools)
 	if err != nil {
 		return false
 	}
-	if choice.Source != selection.SourcePod && choice.Source != selection.SourcePodSingle {
-		return true // defaults of a network this request does not describe: keep
+	if !own && choice.Source == selection.SourceCluster {
+		return true
 	}
 	same := func(addr, pool *string, list []string) bool {
 		if (addr != nil) != (len(list) > 0) {
