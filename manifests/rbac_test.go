@@ -78,6 +78,7 @@ var read = []string{"get", "list", "watch"}
 var webhookNeeds = join(
 	each(read, "", "pods", "", "", ""),
 	each(read, "", "namespaces", "", "", ""),
+	each(read, "", "nodes", "", "", ""),
 	each(read, "apps", "statefulsets", "", "", ""),
 	each([]string{"get", "list", "watch", "update", "patch"}, spider, pools, "", "", ""),
 	each([]string{"get", "update", "patch"}, spider, pools, "status", "", ""),

@@ -169,13 +169,14 @@ func registerGarbageCollector(mgr manager.Manager, o gc.Options) error {
 // cacheOptions keep the manager's cache small: the webhook caches every pod, pool and
 // SpiderEndpoint of the cluster. No code of the webhook reads managedFields, and an
 // update that omits them keeps them on the server. Pods and endpoints, the bulk of it,
-// keep only what their readers here read (see gc.TransformPod and
+// keep only what their readers here read (see gc.TransformPod, gc.TransformNode and
 // lookup.TransformEndpoint).
 func cacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:             {Transform: gc.TransformPod},
+			&corev1.Node{}:            {Transform: gc.TransformNode},
 			&v2beta1.SpiderEndpoint{}: {Transform: lookup.TransformEndpoint},
 		},
 	}

@@ -34,6 +34,10 @@ type Options struct {
 	// KeepTerminating keeps the addresses of terminating pods until their object is
 	// gone, whatever their grace (see Policy.KeepTerminating).
 	KeepTerminating bool
+	// ReleaseOnNotReadyNode releases a terminating pod's addresses at the end of its
+	// grace even while its node is not Ready (see Policy.ReleaseOnNotReadyNode). By
+	// default they stay until the pod object is gone.
+	ReleaseOnNotReadyNode bool
 	// Debounce delays the pass a pod or StatefulSet event triggers, so that a burst of
 	// events costs one pass. Default 1s.
 	Debounce time.Duration
@@ -121,7 +125,8 @@ func (c *Collector) Pass(ctx context.Context) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
-	policy := Policy{TerminatingGrace: max(c.opts.TerminatingGrace, 0), KeepTerminating: c.opts.KeepTerminating}
+	policy := Policy{TerminatingGrace: max(c.opts.TerminatingGrace, 0), KeepTerminating: c.opts.KeepTerminating,
+		ReleaseOnNotReadyNode: c.opts.ReleaseOnNotReadyNode}
 	plan := Decide(snap, policy)
 	recheck := plan.Recheck
 	plan, pending, ripeAt := c.ripen(plan, snap.Now)
@@ -140,15 +145,16 @@ func (c *Collector) snapshot(ctx context.Context) (Snapshot, error) {
 		sets  appsv1.StatefulSetList
 		pools v2beta1.SpiderIPPoolList
 		eps   v2beta1.SpiderEndpointList
+		nodes corev1.NodeList
 	)
 	// Nothing of the snapshot is modified (a pool is deep-copied before a write), so
 	// the cache's objects are read in place: a pass over thousands of pods copies none.
-	for _, l := range []client.ObjectList{&pods, &sets, &pools, &eps} {
+	for _, l := range []client.ObjectList{&pods, &sets, &pools, &eps, &nodes} {
 		if err := c.client.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
 			return Snapshot{}, fmt.Errorf("list %T for garbage collection: %w", l, err)
 		}
 	}
-	return Snapshot{Now: time.Now(), Pods: pods.Items, StatefulSets: sets.Items, Pools: pools.Items, Endpoints: eps.Items}, nil
+	return Snapshot{Now: time.Now(), Pods: pods.Items, StatefulSets: sets.Items, Pools: pools.Items, Endpoints: eps.Items, Nodes: nodes.Items}, nil
 }
 
 // ripen holds back absence-based releases younger than MinAge.

@@ -22,7 +22,7 @@ import (
 // Permissions the garbage collector and the pool finalizer need (leader election's
 // Lease permissions belong to the manager's own role).
 //
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderippools,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderippools/status,verbs=get;update
@@ -91,6 +91,12 @@ func setupCollector(mgr ctrl.Manager, collector *Collector, opts Options) error 
 			soon(q)
 		},
 	}
+	// A node that is deleted no longer holds back its terminating pods' addresses.
+	nodes := handler.TypedFuncs[*corev1.Node, reconcile.Request]{
+		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*corev1.Node], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			soon(q)
+		},
+	}
 	// The first pass runs as soon as the controller starts (after leader election);
 	// later ones follow from RequeueAfter and events.
 	start := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
@@ -101,6 +107,7 @@ func setupCollector(mgr ctrl.Manager, collector *Collector, opts Options) error 
 		Named("nicpool-gc").
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Pod{}, pods)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &appsv1.StatefulSet{}, sets)).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Node{}, nodes)).
 		WatchesRawSource(start).
 		// A failed pass is retried with backoff, but never later than the next periodic
 		// pass would have run.

@@ -25,7 +25,8 @@ const (
 	// ReasonPodFinished: the holder pod is Succeeded or Failed.
 	ReasonPodFinished Reason = "pod-finished"
 	// ReasonPodTerminating: the holder pod is still terminating past its
-	// deletionTimestamp plus Policy.TerminatingGrace (its node is gone or stuck).
+	// deletionTimestamp plus Policy.TerminatingGrace (its node is gone or stuck, yet
+	// Ready or gone: see Policy.ReleaseOnNotReadyNode).
 	ReasonPodTerminating Reason = "pod-terminating"
 	// ReasonStatefulSetGone: the holder was a StatefulSet pod whose StatefulSet is
 	// deleted or being deleted.
@@ -57,6 +58,14 @@ type Policy struct {
 	// gone. A pod on a partitioned node may still run after its grace period; an
 	// operator who prefers a leak to the risk of handing its address out again sets it.
 	KeepTerminating bool
+	// ReleaseOnNotReadyNode releases a terminating pod's addresses at the end of its
+	// grace even while its node is not Ready. By default they stay until the pod
+	// object is gone: a node that stopped reporting may be partitioned and still run
+	// the pod, and its address handed to another pod would then answer on two hosts
+	// (spiderpool's zombie-on-not-ready-node distinction). The pod object goes once
+	// the node comes back and finishes it, or an operator or the pod garbage collector
+	// force-deletes it.
+	ReleaseOnNotReadyNode bool
 }
 
 // Snapshot is what the collector knows of the cluster at one instant.
@@ -64,8 +73,10 @@ type Snapshot struct {
 	Now          time.Time
 	Pods         []corev1.Pod
 	StatefulSets []appsv1.StatefulSet
-	Pools        []v2beta1.SpiderIPPool
-	Endpoints    []v2beta1.SpiderEndpoint
+	// Nodes are read for their Ready condition only.
+	Nodes     []corev1.Node
+	Pools     []v2beta1.SpiderIPPool
+	Endpoints []v2beta1.SpiderEndpoint
 }
 
 // Release is one pool address to give back.
@@ -159,6 +170,8 @@ type index struct {
 	sets      map[podName]*appsv1.StatefulSet
 	endpoints map[podName]*v2beta1.SpiderEndpoint
 	held      map[holding]bool
+	// notReady are the nodes whose Ready condition is not True.
+	notReady map[string]bool
 }
 
 func newIndex(s Snapshot, p Policy) *index {
@@ -169,6 +182,12 @@ func newIndex(s Snapshot, p Policy) *index {
 		sets:      make(map[podName]*appsv1.StatefulSet, len(s.StatefulSets)),
 		endpoints: make(map[podName]*v2beta1.SpiderEndpoint, len(s.Endpoints)),
 		held:      map[holding]bool{},
+		notReady:  map[string]bool{},
+	}
+	for i := range s.Nodes {
+		if !nodeReady(&s.Nodes[i]) {
+			ix.notReady[s.Nodes[i].Name] = true
+		}
 	}
 	for i := range s.Pods {
 		pod := &s.Pods[i]
@@ -221,6 +240,10 @@ func (ix *index) judgePresent(pod *corev1.Pod) verdict {
 		if ix.now.Before(deadline) {
 			return verdict{recheck: deadline}
 		}
+		if !ix.policy.ReleaseOnNotReadyNode && ix.notReady[pod.Spec.NodeName] {
+			// Kept until the pod object is gone: its deletion triggers the next pass.
+			return verdict{}
+		}
 		reason = ReasonPodTerminating
 	default:
 		return verdict{}
@@ -231,6 +254,17 @@ func (ix *index) judgePresent(pod *corev1.Pod) verdict {
 		return verdict{}
 	}
 	return verdict{reason: reason}
+}
+
+// nodeReady reports whether the node's Ready condition is True. A node without one
+// has never reported: not Ready.
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // superseded reports whether the current incarnation of a StatefulSet pod already holds

@@ -289,6 +289,77 @@ func TestDecideKeepTerminating(t *testing.T) {
 	}
 }
 
+func onNode(name string) podOpt { return func(p *corev1.Pod) { p.Spec.NodeName = name } }
+
+func node(name string, ready corev1.ConditionStatus) corev1.Node {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if ready != "" {
+		n.Status.Conditions = []corev1.NodeCondition{
+			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse},
+			{Type: corev1.NodeReady, Status: ready},
+		}
+	}
+	return n
+}
+
+// Issue 10 finding 7: a terminating pod past its grace on a node that is not Ready may
+// still run there (partition); its addresses stay until the pod object is gone, unless
+// the operator chose otherwise.
+func TestDecideNotReadyNode(t *testing.T) {
+	late := deleting(now.Add(-time.Hour))
+	snap := Snapshot{
+		Now: now,
+		Pods: []corev1.Pod{
+			pod("on-ready", "u1", late, onNode("ready")),
+			pod("on-unknown", "u2", late, onNode("partitioned")),
+			pod("on-false", "u3", late, onNode("down")),
+			pod("on-unreported", "u4", late, onNode("new")),
+			pod("on-deleted-node", "u5", late, onNode("gone")),
+			pod("finished-on-unknown", "u6", phase(corev1.PodSucceeded), onNode("partitioned")),
+		},
+		Nodes: []corev1.Node{node("ready", corev1.ConditionTrue), node("partitioned", corev1.ConditionUnknown),
+			node("down", corev1.ConditionFalse), node("new", "")},
+		Pools: []v2beta1.SpiderIPPool{pool("p",
+			rec{"10.0.0.1", "on-ready", "u1", "eth0"}, rec{"10.0.0.2", "on-unknown", "u2", "eth0"},
+			rec{"10.0.0.3", "on-false", "u3", "eth0"}, rec{"10.0.0.4", "on-unreported", "u4", "eth0"},
+			rec{"10.0.0.5", "on-deleted-node", "u5", "eth0"}, rec{"10.0.0.6", "finished-on-unknown", "u6", "eth0"})},
+	}
+	got := released(Decide(snap, Policy{TerminatingGrace: 30 * time.Second}))
+	want := []string{"10.0.0.1 pod-terminating", "10.0.0.5 pod-terminating", "10.0.0.6 pod-finished"}
+	if !slices.Equal(got, want) {
+		t.Errorf("default policy released:\n got  %q\n want %q", got, want)
+	}
+	got = released(Decide(snap, Policy{TerminatingGrace: 30 * time.Second, ReleaseOnNotReadyNode: true}))
+	want = []string{"10.0.0.1 pod-terminating", "10.0.0.2 pod-terminating", "10.0.0.3 pod-terminating",
+		"10.0.0.4 pod-terminating", "10.0.0.5 pod-terminating", "10.0.0.6 pod-finished"}
+	if !slices.Equal(got, want) {
+		t.Errorf("ReleaseOnNotReadyNode released:\n got  %q\n want %q", got, want)
+	}
+	// The pod object gone, its addresses go, whatever its node.
+	snap.Pods = snap.Pods[:1]
+	got = released(Decide(snap, Policy{TerminatingGrace: 30 * time.Second}))
+	want = []string{"10.0.0.1 pod-terminating", "10.0.0.2 pod-deleted", "10.0.0.3 pod-deleted", "10.0.0.4 pod-deleted",
+		"10.0.0.5 pod-deleted", "10.0.0.6 pod-deleted"}
+	if !slices.Equal(got, want) {
+		t.Errorf("pods gone:\n got  %q\n want %q", got, want)
+	}
+	// Nodes as the webhook's cache keeps them decide the same.
+	for i := range snap.Nodes {
+		snap.Nodes[i].Status.Images = []corev1.ContainerImage{{Names: []string{"app:1"}}}
+		kept, err := TransformNode(&snap.Nodes[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := kept.(*corev1.Node)
+		if k.Status.Images != nil || len(k.Status.Conditions) > 1 {
+			t.Errorf("TransformNode kept more than the collector reads: %+v", k.Status)
+		}
+		if nodeReady(k) != nodeReady(&snap.Nodes[i]) {
+			t.Errorf("node %s: ready %v after the transform, %v before", k.Name, nodeReady(k), nodeReady(&snap.Nodes[i]))
+		}
+	}
+}
+
 func TestDecideRecheckAtEndOfGrace(t *testing.T) {
 	del := now.Add(-10 * time.Second)
 	plan := Decide(Snapshot{

@@ -70,6 +70,7 @@ var _ = BeforeSuite(func() {
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Pod{}:             {Transform: gc.TransformPod},
+				&corev1.Node{}:            {Transform: gc.TransformNode},
 				&v2beta1.SpiderEndpoint{}: {Transform: lookup.TransformEndpoint},
 			},
 		},
