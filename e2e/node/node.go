@@ -72,6 +72,10 @@ type Node struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
+	// partitioned: the node is cut off (Partition); missed are the pods it did not
+	// act on meanwhile.
+	partitioned bool
+	missed      map[string]bool
 }
 
 // sandbox is a pod's network namespace with the interfaces CNI ADD put in it.

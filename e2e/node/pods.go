@@ -32,6 +32,9 @@ func (n *Node) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return nil
 	}
+	if n.cutOff(key) {
+		return nil
+	}
 	pod, err := n.pods.Pods(namespace).Get(name)
 	if err != nil && ignoreNotFound(err) != nil {
 		return err
