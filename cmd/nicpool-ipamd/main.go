@@ -21,6 +21,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/daemon"
 )
@@ -33,6 +34,8 @@ func main() {
 		healthAddr  = flag.String("health-probe-bind-address", ":9272", "address serving /healthz and /readyz; 0 disables")
 		qps         = flag.Float64("kube-api-qps", 100, "API requests per second this daemon may send")
 		burst       = flag.Int("kube-api-burst", 200, "API request burst")
+		order       = flag.String("allocation-order", allocator.NextAfterLast.String(),
+			"which free address of a pool an allocation takes: next-after-last (the one after the address handed out last, so released addresses are reused last) or lowest")
 	)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -41,13 +44,18 @@ func main() {
 	log := ctrl.Log.WithName("ipamd")
 	// --kubeconfig is controller-runtime's flag (with $KUBECONFIG and the in-cluster
 	// service account as fallbacks).
-	if err := run(*nodeName, *socket, *metricsAddr, *healthAddr, float32(*qps), *burst); err != nil {
+	allocationOrder, err := allocator.ParseOrder(*order)
+	if err != nil {
+		log.Error(err, "--allocation-order")
+		os.Exit(2)
+	}
+	if err := run(*nodeName, *socket, *metricsAddr, *healthAddr, float32(*qps), *burst, allocationOrder); err != nil {
 		log.Error(err, "ipamd stopped")
 		os.Exit(1)
 	}
 }
 
-func run(nodeName, socket, metricsAddr, healthAddr string, qps float32, burst int) error {
+func run(nodeName, socket, metricsAddr, healthAddr string, qps float32, burst int, order allocator.Order) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	cfg, err := ctrl.GetConfig()
@@ -56,7 +64,7 @@ func run(nodeName, socket, metricsAddr, healthAddr string, qps float32, burst in
 	}
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.UserAgent = "nicpool-ipamd/" + nodeName
-	d, err := daemon.New(cfg, daemon.Options{NodeName: nodeName, SocketPath: socket, Scheme: scheme(), Log: ctrl.Log.WithName("ipamd")})
+	d, err := daemon.New(cfg, daemon.Options{NodeName: nodeName, SocketPath: socket, Scheme: scheme(), Log: ctrl.Log.WithName("ipamd"), AllocationOrder: order})
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,44 @@ import (
 	"github.com/nicpool/nicpool/crds/ipranges"
 )
 
+// Order is which free address of a pool an allocation takes.
+type Order int
+
+const (
+	// NextAfterLast takes the first free address after the one the pool handed out
+	// last (Range.Last), wrapping around to the lowest: host-local's cursor. An address
+	// is handed out again only once every other one has been, so a never-used address
+	// goes before a released one, and the address released a moment ago (perhaps by a
+	// garbage collector that cannot know whether its pod still runs on a partitioned
+	// node) goes last.
+	NextAfterLast Order = iota
+	// Lowest takes the lowest free address (spiderpool's order).
+	Lowest
+)
+
+// Orders are the flag values of the orders, by Order.
+var Orders = []string{NextAfterLast: "next-after-last", Lowest: "lowest"}
+
+func (o Order) String() string {
+	if int(o) < len(Orders) {
+		return Orders[o]
+	}
+	return fmt.Sprintf("Order(%d)", int(o))
+}
+
+// ParseOrder reads an Order from its flag value.
+func ParseOrder(s string) (Order, error) {
+	for i, name := range Orders {
+		if s == name {
+			return Order(i), nil
+		}
+	}
+	return 0, fmt.Errorf("allocation order %q: must be one of %v", s, Orders)
+}
+
 // Range is what a pool can hand out: its subnet, gateway and allocatable addresses
-// (spec.ips minus excludeIPs, gateway, reserved IPs, network and broadcast).
+// (spec.ips minus excludeIPs, gateway, reserved IPs, network and broadcast), and where
+// the next allocation continues.
 type Range struct {
 	Pool    string
 	Family  int64
@@ -23,6 +59,10 @@ type Range struct {
 	Total       int64
 	// Reserved is how many of the pool's addresses are withheld by SpiderReservedIPs.
 	Reserved int64
+	// Order is which free address Take chooses; Last is the address handed out last,
+	// where NextAfterLast continues (invalid: from the lowest). Take advances Last.
+	Order Order
+	Last  netip.Addr
 }
 
 // NewRange computes the range of a pool. reserved may be nil.
@@ -100,6 +140,44 @@ func (r *Range) Free(used map[netip.Addr]struct{}) int64 {
 		}
 	}
 	return n
+}
+
+// Take returns the free address the range's Order chooses, or an ExhaustedError, and
+// remembers it in Last. allocated is the number of records of the pool, for the error.
+func (r *Range) Take(used map[netip.Addr]struct{}, allocated int) (netip.Addr, error) {
+	if r.Order == NextAfterLast {
+		if a, ok := r.after(used, r.Last); ok {
+			r.Last = a
+			return a, nil
+		}
+	}
+	a, err := r.Next(used, allocated)
+	if err == nil {
+		r.Last = a
+	}
+	return a, err
+}
+
+// after returns the first allocatable address greater than last that is not in used.
+func (r *Range) after(used map[netip.Addr]struct{}, last netip.Addr) (netip.Addr, bool) {
+	if !last.IsValid() || last.BitLen() != r.Subnet.Addr().BitLen() {
+		return netip.Addr{}, false
+	}
+	for _, rg := range r.Allocatable.Ranges() {
+		if !last.Less(rg.To()) {
+			continue // all of it at or before the cursor
+		}
+		from := rg.From()
+		if !last.Less(from) {
+			from = last.Next()
+		}
+		for a := from; a.IsValid() && !rg.To().Less(a); a = a.Next() {
+			if _, taken := used[a]; !taken {
+				return a, true
+			}
+		}
+	}
+	return netip.Addr{}, false
 }
 
 // Next returns the lowest allocatable address not in used, or an ExhaustedError.

@@ -77,8 +77,9 @@ type Result struct {
 var ErrNotHeld = errors.New("address not held by the expected pod")
 
 // Apply applies ops in order to status (modified in place) and returns one result per
-// op and whether status changed. The range decides which addresses are free; records
-// outside it (spec shrunk, address reserved later) are kept and never handed out again.
+// op and whether status changed. The range decides which addresses are free and which
+// one each allocation takes (r.Order, advancing r.Last); records outside it (spec
+// shrunk, address reserved later) are kept and never handed out again.
 func Apply(r *Range, status *v2beta1.IPPoolStatus, ops []Op) ([]Result, bool) {
 	if status.AllocatedIPs == nil {
 		status.AllocatedIPs = v2beta1.PoolIPAllocations{}
@@ -99,7 +100,7 @@ func Apply(r *Range, status *v2beta1.IPPoolStatus, ops []Op) ([]Result, bool) {
 				res.Addr, res.Existing = a, true
 				continue
 			}
-			a, err := r.Next(used, len(recs))
+			a, err := r.Take(used, len(recs))
 			if err != nil {
 				res.Err = err
 				continue

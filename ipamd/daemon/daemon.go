@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/server"
 	"github.com/nicpool/nicpool/ipamd/service"
 	"github.com/nicpool/nicpool/ipamd/store"
@@ -35,6 +36,9 @@ type Options struct {
 	SocketPath string
 	Scheme     *runtime.Scheme
 	Log        logr.Logger
+	// AllocationOrder is which free address of a pool an allocation takes
+	// (allocator.NextAfterLast, the zero value, or allocator.Lowest).
+	AllocationOrder allocator.Order
 }
 
 // Daemon is one node's ipamd.
@@ -83,6 +87,7 @@ func New(cfg *rest.Config, opts Options) (*Daemon, error) {
 	eb := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
 	rec := eb.NewRecorder(opts.Scheme, "nicpool-ipamd")
 	pools := store.NewCommitter(c, writer, writer, log.WithName("pools"))
+	pools.Order = opts.AllocationOrder
 	svc := service.New(opts.NodeName, c, writer, writer, pools, rec, log)
 	return &Daemon{Service: svc, Cache: c, opts: opts, events: eb}, nil
 }

@@ -45,6 +45,10 @@ type Committer struct {
 	// Fresh reads a pool from the API server after a conflict (no cache).
 	Fresh client.Reader
 	Log   logr.Logger
+	// Order is which free address an allocation takes: allocator.NextAfterLast (the
+	// zero value) continues after the address this process handed out last in the
+	// pool, starting after the highest recorded address when it has handed out none.
+	Order allocator.Order
 
 	mu    sync.Mutex
 	pools map[string]*poolQueue
@@ -60,6 +64,9 @@ type poolQueue struct {
 	// fastest is the quickest write of this pool seen: what one write costs the API
 	// server when it is not competing with others, the unit of the conflict backoff.
 	fastest time.Duration
+	// last is the address this process handed out last in the pool: where the next
+	// allocation continues (allocator.NextAfterLast).
+	last netip.Addr
 }
 
 type request struct {
@@ -179,7 +186,7 @@ func (c *Committer) commit(pool string, q *poolQueue, batch []*request) {
 			return
 		}
 		obj := cur.DeepCopy()
-		results, changed, err := c.apply(ctx, obj, batch)
+		results, changed, last, err := c.apply(ctx, q, obj, batch)
 		if err != nil {
 			fail(batch, err)
 			return
@@ -207,7 +214,7 @@ func (c *Committer) commit(pool string, q *poolQueue, batch []*request) {
 			metrics.PoolWrites.WithLabelValues(pool, "ok").Inc()
 			metrics.OpsPerWrite.Observe(float64(nops))
 			q.mu.Lock()
-			q.latest = obj
+			q.latest, q.last = obj, last
 			q.mu.Unlock()
 			deliver(batch, results)
 			return
@@ -248,14 +255,21 @@ func (c *Committer) commit(pool string, q *poolQueue, batch []*request) {
 }
 
 // apply runs every request's ops on obj's status and splits the results by request.
-func (c *Committer) apply(ctx context.Context, obj *v2beta1.SpiderIPPool, batch []*request) ([][]allocator.Result, bool, error) {
+// last is where the pool's next allocation continues once obj is written.
+func (c *Committer) apply(ctx context.Context, q *poolQueue, obj *v2beta1.SpiderIPPool, batch []*request) ([][]allocator.Result, bool, netip.Addr, error) {
 	reserved, err := ReservedSet(ctx, c.Cache)
 	if err != nil {
-		return nil, false, fmt.Errorf("read SpiderReservedIPs: %w", err)
+		return nil, false, netip.Addr{}, fmt.Errorf("read SpiderReservedIPs: %w", err)
 	}
 	rng, err := allocator.NewRange(obj, reserved)
 	if err != nil {
-		return nil, false, err
+		return nil, false, netip.Addr{}, err
+	}
+	q.mu.Lock()
+	rng.Order, rng.Last = c.Order, q.last
+	q.mu.Unlock()
+	if !rng.Last.IsValid() {
+		rng.Last = highest(obj.Status.AllocatedIPs)
 	}
 	var ops []allocator.Op
 	for _, r := range batch {
@@ -293,7 +307,20 @@ func (c *Committer) apply(ctx context.Context, obj *v2beta1.SpiderIPPool, batch 
 	for i, r := range batch {
 		out[i], flat = flat[:len(r.ops)], flat[len(r.ops):]
 	}
-	return out, changed, nil
+	return out, changed, rng.Last, nil
+}
+
+// highest is the highest address a pool records: where a process that has handed out
+// nothing in the pool yet (it just started) continues. Addresses released above it
+// meanwhile are the exception this cannot see.
+func highest(recs v2beta1.PoolIPAllocations) netip.Addr {
+	var top netip.Addr
+	for key := range recs {
+		if a, err := netip.ParseAddr(key); err == nil && (!top.IsValid() || top.Less(a)) {
+			top = a
+		}
+	}
+	return top
 }
 
 func deliver(batch []*request, results [][]allocator.Result) {

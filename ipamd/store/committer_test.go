@@ -238,3 +238,54 @@ func writes(t *testing.T, pool string) float64 {
 	}
 	return 0
 }
+
+// Issue 10 finding 7: an address released is handed out again only after the never
+// used ones, also by a process that just started (it continues after the highest
+// recorded address); allocator.Lowest restores the lowest-free order.
+func TestReleasedAddressIsReusedLast(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	createPool(t, "order", "10.23.0.0/16", "10.23.0.1-10.23.0.4")
+	take := func(c *store.Committer, uid string) string {
+		t.Helper()
+		res, err := c.Do(ctx, "order", allocator.Op{Kind: allocator.Allocate, Owner: allocator.Owner{Pod: "ns/" + uid, PodUID: uid, Interface: "eth0"}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("allocate for %s: %v %+v", uid, err, res)
+		}
+		return res[0].Addr.String()
+	}
+	release := func(c *store.Committer, uid string) {
+		t.Helper()
+		if _, err := c.Release(ctx, "order", allocator.Owner{Pod: "ns/" + uid, PodUID: uid, Interface: "eth0"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newCommitter(t, ctx)
+	take(c, "a")
+	take(c, "b")
+	release(c, "a") // 10.23.0.1 is free again, below the cursor
+	if got := take(c, "c"); got != "10.23.0.3" {
+		t.Errorf("after a release, got %s, want the never-used 10.23.0.3", got)
+	}
+	// A restarted ipamd continues after the highest recorded address.
+	restarted := newCommitter(t, ctx)
+	if got := take(restarted, "d"); got != "10.23.0.4" {
+		t.Errorf("restarted process got %s, want 10.23.0.4", got)
+	}
+	if got := take(restarted, "e"); got != "10.23.0.1" {
+		t.Errorf("pool's end reached: got %s, want the released 10.23.0.1", got)
+	}
+	release(c, "b")
+	release(c, "c")
+	lowest := newCommitter(t, ctx)
+	lowest.Order = allocator.Lowest
+	if got := take(lowest, "f"); got != "10.23.0.2" {
+		t.Errorf("lowest order got %s, want 10.23.0.2", got)
+	}
+	for _, uid := range []string{"d", "e", "f"} {
+		release(lowest, uid)
+	}
+	if err := invariants.Check(ctx, env.Client, invariants.Options{}); err != nil {
+		t.Error(err)
+	}
+}
