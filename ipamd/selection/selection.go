@@ -60,7 +60,9 @@ func (c Choice) Families() []int64 {
 // Choose returns the pools of one interface. pools is every pool the caller knows, for
 // wildcard expansion and cluster defaults; ns may be nil. A pod whose
 // ipam.spidernet.io/ippools annotation does not cover the interface gets an error, as
-// with spiderpool, not default pools. An error names the annotation and what to fix.
+// with spiderpool, not default pools (unless it also carries the single-NIC
+// ipam.spidernet.io/ippool, which speaks for eth0 only). An error names the annotation
+// and what to fix.
 func Choose(pod *corev1.Pod, ns *corev1.Namespace, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (Choice, error) {
 	if v, ok := pod.Annotations[annotations.IPPools]; ok {
 		sel, errs := annotations.ParsePoolSelections(v)
@@ -83,9 +85,14 @@ func Choose(pod *corev1.Pod, ns *corev1.Namespace, iface string, network api.Net
 			}
 		}
 		// spiderpool refuses an interface the annotation leaves out rather than serve
-		// it from defaults the pod's author did not ask for.
-		return Choice{}, fmt.Errorf("annotation %s names no pools for interface %s: add an entry {\"interface\":%q,\"ipv4\":[…]} for it, or remove the annotation to use default pools for every interface",
-			annotations.IPPools, iface, iface)
+		// it from defaults the pod's author did not ask for. A pod that also carries
+		// the single-NIC ipam.spidernet.io/ippool (the webhook turns it into an
+		// ippools entry for eth0 and keeps it) chose eth0's pools only: its other
+		// interfaces take the defaults below.
+		if _, single := pod.Annotations[annotations.IPPool]; !single {
+			return Choice{}, fmt.Errorf("annotation %s names no pools for interface %s: add an entry {\"interface\":%q,\"ipv4\":[…]} for it, or remove the annotation to use default pools for every interface",
+				annotations.IPPools, iface, iface)
+		}
 	} else if v, ok := pod.Annotations[annotations.IPPool]; ok && iface == annotations.DefaultInterface {
 		s, errs := annotations.ParseSinglePoolSelection(v)
 		if len(errs) > 0 {

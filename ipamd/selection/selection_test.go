@@ -64,6 +64,10 @@ func TestChoose(t *testing.T) {
 		{name: "an interface the annotation leaves out is refused, not served from defaults", iface: "net1", ns: nsWith,
 			pod:     pod(map[string]string{"k8s.v1.cni.cncf.io/networks": "macvlan", "ipam.spidernet.io/ippools": `[{"interface":"eth0","ipv4":["v4-a"]}]`}),
 			wantErr: "annotation ipam.spidernet.io/ippools names no pools for interface net1"},
+		{name: "beside the single-NIC annotation (converted for eth0), other interfaces take the defaults", iface: "net1", ns: nsWith,
+			pod: pod(map[string]string{"k8s.v1.cni.cncf.io/networks": "macvlan", "ipam.spidernet.io/ippools": `[{"interface":"eth0","ipv4":["v4-a"]}]`,
+				"ipam.spidernet.io/ippool": `{"ipv4":["v4-a"]}`}),
+			want: Choice{Interface: "net1", IPv4: []string{"ns-v4"}, Source: SourceNamespace}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
