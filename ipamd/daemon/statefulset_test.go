@@ -295,3 +295,31 @@ func TestStatefulSetNamespaceDefaultPool(t *testing.T) {
 	}
 	checkInvariants(t, true)
 }
+
+// I5 per address family: a recreated StatefulSet pod whose interface changed its IPv4
+// pool only keeps that interface's IPv6 address (not merely one that happens to be
+// free again) and takes a new IPv4 address from the new pool.
+func TestStatefulSetPoolChangeKeepsTheOtherFamily(t *testing.T) {
+	createNamespace(t, "stsf")
+	createPool(t, "stsf-v4", "172.27.0.0/16", []string{"172.27.0.1-172.27.0.20"})
+	createPool(t, "stsf-v4-new", "172.28.0.0/16", []string{"172.28.0.1-172.28.0.20"})
+	createPool(t, "stsf-v6", "fd00:27::/64", []string{"fd00:27::1-fd00:27::20"})
+	d, _ := startDaemon(t, "stsf-node")
+	sts := createStatefulSet(t, "stsf", "db", 1)
+	old := createPod(t, "stsf", "db-0", "stsf-node", ownedBy(sts), withAnnotations(
+		annotations.IPPools, `[{"interface":"eth0","ipv4":["stsf-v4"],"ipv6":["stsf-v6"]}]`, annotations.EndpointUID, annotations.NoEndpoint))
+	before := addAll(t, d.Service, old, "eth0")
+	ep := getEndpoint(t, "stsf", "db-0")
+	deletePod(t, old)
+	fresh := createPod(t, "stsf", "db-0", "stsf-node", ownedBy(sts), withAnnotations(
+		annotations.IPPools, `[{"interface":"eth0","ipv4":["stsf-v4-new"],"ipv6":["stsf-v6"]}]`, annotations.EndpointUID, string(ep.UID)))
+	after := addAll(t, d.Service, fresh, "eth0")
+	v6 := func(s string) string { return s[strings.Index(s, ",")+1:] }
+	if v6(after["eth0"]) != v6(before["eth0"]) || !strings.HasPrefix(after["eth0"], "172.28.") {
+		t.Errorf("eth0 had %s, now %s: want the same IPv6 and an IPv4 of stsf-v4-new", before["eth0"], after["eth0"])
+	}
+	if n := len(getPool(t, "stsf-v4").Status.AllocatedIPs); n != 0 {
+		t.Errorf("the former IPv4 pool still holds %d addresses", n)
+	}
+	checkInvariants(t, true)
+}

@@ -96,12 +96,13 @@ func (s *Service) reservedForStatefulSet(ctx context.Context, pod *corev1.Pod, e
 	return s.statefulSetWillReturn(ctx, ep.Namespace, ep.Name, nil, ep)
 }
 
-// takeOver moves a StatefulSet pod's predecessor's endpoint to the pod: each
-// interface whose pools did not change keeps its addresses (their pool records move
-// to the new pod UID first), the others are released and reallocated by their ADD.
-// Pools are written before the endpoint, so a crash in between is finished by the
-// next ADD: transfers are idempotent and the endpoint still names the old UID.
-// iface is the interface of the ADD that takes over, network its CNI network.
+// takeOver moves a StatefulSet pod's predecessor's endpoint to the pod: each address
+// of an interface that still draws that family from the same pool is kept (its pool
+// record moves to the new pod UID first), the others are released and reallocated by
+// their interface's ADD. Pools are written before the endpoint, so a crash in between
+// is finished by the next ADD: transfers are idempotent and the endpoint still names
+// the old UID. iface is the interface of the ADD that takes over, network its CNI
+// network.
 func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.SpiderEndpoint, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (*v2beta1.SpiderEndpoint, error) {
 	oldUID := ep.Status.Current.UID
 	log := s.Log.WithValues("pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "previousUID", oldUID, "endpointUID", ep.UID)
@@ -115,34 +116,31 @@ func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spi
 				extra = append(extra, *p)
 			}
 		}
-		if !unchanged(pod, ns, ifs, d, iface, network, pools) {
-			log.Info("interface's pools changed: releasing its addresses", "interface", d.Interface)
-			continue
-		}
+		keep4, keep6 := keptFamilies(pod, ns, ifs, d, iface, network, pools)
 		owner := allocator.Owner{Pod: pod.Namespace + "/" + pod.Name, PodUID: string(pod.UID), Interface: d.Interface}
-		ok := true
-		for _, pair := range []struct{ addr, pool *string }{{d.IPv4, d.IPv4Pool}, {d.IPv6, d.IPv6Pool}} {
-			if pair.addr == nil || pair.pool == nil {
+		k := d
+		for _, fam := range []struct {
+			keep                bool
+			addr, pool, gateway **string
+		}{{keep4, &k.IPv4, &k.IPv4Pool, &k.IPv4Gateway}, {keep6, &k.IPv6, &k.IPv6Pool, &k.IPv6Gateway}} {
+			if *fam.addr == nil {
 				continue
 			}
-			pfx, err := netip.ParsePrefix(*pair.addr)
-			if err != nil {
-				ok = false
-				continue
+			ok := fam.keep && *fam.pool != nil
+			if ok {
+				var err error
+				if ok, err = s.transfer(ctx, **fam.pool, owner, oldUID, **fam.addr); err != nil {
+					return nil, err
+				}
 			}
-			res, err := s.Pools.Do(ctx, *pair.pool, allocator.Op{Kind: allocator.Transfer, Owner: owner, FromUID: oldUID, Addrs: []netip.Addr{pfx.Addr()}})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return nil, err
-			}
-			if err != nil || res[0].Err != nil {
-				// The pool no longer holds it for the predecessor (released by GC,
-				// pool gone): the interface's ADD allocates afresh.
-				ok = false
+			if !ok {
+				log.Info("releasing an address whose pool changed or is no longer held", "interface", d.Interface, "address", **fam.addr)
+				*fam.addr, *fam.pool, *fam.gateway = nil, nil, nil
 			}
 		}
-		if ok {
-			log.Info("keeping interface's addresses", "interface", d.Interface, "ipv4", deref(d.IPv4), "ipv6", deref(d.IPv6))
-			kept = append(kept, d)
+		if k.IPv4 != nil || k.IPv6 != nil {
+			log.Info("keeping interface's addresses", "interface", d.Interface, "ipv4", deref(k.IPv4), "ipv6", deref(k.IPv6))
+			kept = append(kept, k)
 		}
 	}
 	// Whatever the predecessor still holds was not kept.
@@ -169,21 +167,40 @@ func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spi
 	return upd, nil
 }
 
-// unchanged reports whether an interface recorded for the predecessor still exists and
-// draws from the same pools, whatever picked them (pod annotation, namespace defaults,
-// CNI network defaults, cluster defaults: design.md I5). The request describes only
-// its own interface's CNI network; another interface whose choice falls to the cluster
-// defaults may have network defaults this request cannot see, and keeps its addresses.
-func unchanged(pod *corev1.Pod, ns *corev1.Namespace, ifs []annotations.Interface, d v2beta1.IPAllocationDetail, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) bool {
+// transfer moves one address of the predecessor (pod UID from) to owner. false when
+// the pool no longer holds it for the predecessor (released by GC, pool gone): the
+// interface's ADD then allocates afresh.
+func (s *Service) transfer(ctx context.Context, pool string, owner allocator.Owner, from, cidr string) (bool, error) {
+	pfx, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return false, nil
+	}
+	res, err := s.Pools.Do(ctx, pool, allocator.Op{Kind: allocator.Transfer, Owner: owner, FromUID: from, Addrs: []netip.Addr{pfx.Addr()}})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return res[0].Err == nil, nil
+}
+
+// keptFamilies reports which of the predecessor's addresses on an interface may stay:
+// the interface still exists and draws that family from the address's pool, whatever
+// picked the pools (pod annotation, namespace defaults, CNI network defaults, cluster
+// defaults: design.md I5). The request describes only its own interface's CNI network;
+// another interface whose choice falls to the cluster defaults may have network
+// defaults this request cannot see, and keeps its addresses.
+func keptFamilies(pod *corev1.Pod, ns *corev1.Namespace, ifs []annotations.Interface, d v2beta1.IPAllocationDetail, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (v4, v6 bool) {
 	if d.Interface == "" {
-		return false // spiderpool's bug 1 record: not an interface of anything
+		return false, false // spiderpool's bug 1 record: not an interface of anything
 	}
 	exists := false
 	for _, i := range ifs {
 		exists = exists || i.Name == d.Interface
 	}
 	if !exists {
-		return false
+		return false, false
 	}
 	own := d.Interface == iface
 	if !own {
@@ -191,18 +208,13 @@ func unchanged(pod *corev1.Pod, ns *corev1.Namespace, ifs []annotations.Interfac
 	}
 	choice, err := selection.Choose(pod, ns, d.Interface, network, pools)
 	if err != nil {
-		return false
+		return false, false
 	}
 	if !own && choice.Source == selection.SourceCluster {
-		return true
+		return true, true
 	}
-	same := func(addr, pool *string, list []string) bool {
-		if (addr != nil) != (len(list) > 0) {
-			return false
-		}
-		return addr == nil || (pool != nil && contains(list, *pool))
-	}
-	return same(d.IPv4, d.IPv4Pool, choice.IPv4) && same(d.IPv6, d.IPv6Pool, choice.IPv6)
+	same := func(pool *string, list []string) bool { return pool != nil && contains(list, *pool) }
+	return same(d.IPv4Pool, choice.IPv4), same(d.IPv6Pool, choice.IPv6)
 }
 
 // discard releases what the leftover endpoint's pod (its namespace/name, the UID it
