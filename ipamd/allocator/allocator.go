@@ -50,10 +50,9 @@ func ParseOrder(s string) (Order, error) {
 // (spec.ips minus excludeIPs, gateway, reserved IPs, network and broadcast), and where
 // the next allocation continues.
 type Range struct {
-	Pool    string
-	Family  int64
-	Subnet  netip.Prefix
-	Gateway netip.Addr // invalid when the pool has none
+	Pool   string
+	Family int64
+	Subnet netip.Prefix
 	// Allocatable excludes reserved IPs; Total counts it.
 	Allocatable *netipx.IPSet
 	Total       int64
@@ -91,9 +90,6 @@ func NewRange(pool *v2beta1.SpiderIPPool, reserved *netipx.IPSet) (*Range, error
 		Total:       ipranges.Count(set),
 	}
 	r.Reserved = ipranges.Count(all) - r.Total
-	if pool.Spec.Gateway != nil && *pool.Spec.Gateway != "" {
-		r.Gateway, _ = netip.ParseAddr(*pool.Spec.Gateway)
-	}
 	return r, nil
 }
 

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -145,4 +146,55 @@ func TestForgedStampTakesNothingOver(t *testing.T) {
 		t.Errorf("the StatefulSet's pod got %s, had %s", after["eth0"], before["eth0"])
 	}
 	checkInvariants(t, true)
+}
+
+// Issue 10 finding 9, node side: a pool written before admission canonicalised its
+// fields reaches ipamd as written. White space around an address is handed out
+// canonical; a field that does not parse refuses the pool before any address is taken,
+// naming the field, and the next pool serves the interface.
+func TestPoolFieldsAreCanonicalOrRefused(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "fields")
+	createPool(t, "fields-broken", "172.25.0.0/16", []string{"172.25.0.1-172.25.0.9"}, func(p *v2beta1SpiderIPPool) {
+		p.Spec.Routes = []v2beta1.Route{{Dst: "10.0.0.0/8", Gw: "not-an-address"}}
+	})
+	createPool(t, "fields-spaced", "172.26.0.0/16", []string{"172.26.0.2-172.26.0.9"}, func(p *v2beta1SpiderIPPool) {
+		p.Spec.Gateway = ptr(" 172.26.0.1 ")
+		p.Spec.Routes = []v2beta1.Route{{Dst: "10.0.0.0/8", Gw: "\t172.26.0.1"}}
+	})
+	d, _ := startDaemon(t, "fields-node")
+	pod := createPod(t, "fields", "app", "fields-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["fields-broken","fields-spaced"]}]`))
+	r, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.IPs) != 1 || r.IPs[0].Pool != "fields-spaced" || r.IPs[0].Gateway != "172.26.0.1" {
+		t.Errorf("ADD answered %+v, want an address of fields-spaced with gateway 172.26.0.1", r.IPs)
+	}
+	if len(r.Routes) != 1 || r.Routes[0] != (api.Route{Dst: "10.0.0.0/8", Gw: "172.26.0.1"}) {
+		t.Errorf("routes %+v, want 10.0.0.0/8 via 172.26.0.1", r.Routes)
+	}
+	if ep := getEndpoint(t, "fields", "app"); ep == nil || len(ep.Status.Current.IPs) != 1 || deref(ep.Status.Current.IPs[0].IPv4Gateway) != "172.26.0.1" {
+		t.Errorf("endpoint records %+v, want eth0 with gateway 172.26.0.1", ep)
+	}
+	if n := len(getPool(t, "fields-broken").Status.AllocatedIPs); n != 0 {
+		t.Errorf("the refused pool holds %d addresses", n)
+	}
+	only := createPod(t, "fields", "only", "fields-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["fields-broken"]}]`))
+	_, err = d.Service.Allocate(ctx, addReq(only, "eth0", "c"))
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeNoPool || !strings.Contains(ae.Error(), "spec.routes[0].gw") {
+		t.Errorf("ADD from the broken pool alone: %v, want code %d naming spec.routes[0].gw", err, api.CodeNoPool)
+	}
+	if n := len(getPool(t, "fields-broken").Status.AllocatedIPs); n != 0 {
+		t.Errorf("the refused pool holds %d addresses", n)
+	}
+	checkInvariants(t, false)
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

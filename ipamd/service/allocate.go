@@ -182,6 +182,10 @@ func (s *Service) allocate(ctx context.Context, owner allocator.Owner, fam int64
 			skipped = append(skipped, err.Error())
 			continue
 		}
+		if _, err := networkOf(p); err != nil {
+			skipped = append(skipped, err.Error())
+			continue
+		}
 		res, err := s.Pools.Do(ctx, name, allocator.Op{Kind: allocator.Allocate, Owner: owner})
 		if err != nil {
 			return held{}, cniError(api.CodeTryAgainLater, "allocate from pool "+name, err)
@@ -240,9 +244,9 @@ func (s *Service) detail(pod *corev1.Pod, iface string, choice selection.Choice,
 		subnet, _ := netip.ParsePrefix(h.pool.Spec.Subnet)
 		cidr := ipranges.CIDR(h.addr, subnet)
 		pool := h.pool.Name
+		network, _ := networkOf(h.pool)
 		var gw *string
-		if h.pool.Spec.Gateway != nil && *h.pool.Spec.Gateway != "" {
-			g := *h.pool.Spec.Gateway
+		if g := gatewayString(network); g != "" {
 			gw = &g
 		}
 		if h.addr.Is4() {
@@ -254,13 +258,15 @@ func (s *Service) detail(pod *corev1.Pod, iface string, choice selection.Choice,
 			v := *h.pool.Spec.Vlan
 			d.Vlan = &v
 		}
-		d.Routes = append(d.Routes, routesFor(pod, h.pool, subnet)...)
+		d.Routes = append(d.Routes, routesFor(pod, network, subnet)...)
 	}
 	return d
 }
 
-func routesFor(pod *corev1.Pod, pool *v2beta1.SpiderIPPool, subnet netip.Prefix) []v2beta1.Route {
-	routes := append([]v2beta1.Route(nil), pool.Spec.Routes...)
+// routesFor is the routes of an interface addressed from subnet: the pool's, then the
+// pod annotation's whose gateway lies in subnet.
+func routesFor(pod *corev1.Pod, network poolNetwork, subnet netip.Prefix) []v2beta1.Route {
+	routes := append([]v2beta1.Route(nil), network.Routes...)
 	if v, ok := pod.Annotations[annotations.Routes]; ok {
 		if rs, errs := annotations.ParseRoutes(v); len(errs) == 0 {
 			routes = append(routes, annotations.RoutesFor(rs, subnet)...)
@@ -273,12 +279,13 @@ func (s *Service) response(pod *corev1.Pod, iface string, choice selection.Choic
 	resp := &api.AllocateResponse{Interface: iface, CleanGateway: choice.CleanGateway}
 	for _, h := range got {
 		subnet, _ := netip.ParsePrefix(h.pool.Spec.Subnet)
+		network, _ := networkOf(h.pool)
 		c := api.IPConfig{Address: ipranges.CIDR(h.addr, subnet), Pool: h.pool.Name, Vlan: h.pool.Spec.Vlan}
-		if !choice.CleanGateway && h.pool.Spec.Gateway != nil {
-			c.Gateway = *h.pool.Spec.Gateway
+		if !choice.CleanGateway {
+			c.Gateway = gatewayString(network)
 		}
 		resp.IPs = append(resp.IPs, c)
-		for _, r := range routesFor(pod, h.pool, subnet) {
+		for _, r := range routesFor(pod, network, subnet) {
 			resp.Routes = append(resp.Routes, api.Route{Dst: r.Dst, Gw: r.Gw})
 		}
 	}

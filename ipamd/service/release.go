@@ -195,10 +195,8 @@ func (s *Service) Check(ctx context.Context, req *api.CheckRequest) (*api.CheckR
 	sort.Slice(hs, func(i, j int) bool { return hs[i].addr.Less(hs[j].addr) })
 	for _, h := range hs {
 		subnet, _ := netip.ParsePrefix(h.pool.Spec.Subnet)
-		c := api.IPConfig{Address: ipranges.CIDR(h.addr, subnet), Pool: h.pool.Name, Vlan: h.pool.Spec.Vlan}
-		if h.pool.Spec.Gateway != nil {
-			c.Gateway = *h.pool.Spec.Gateway
-		}
+		network, _ := networkOf(h.pool)
+		c := api.IPConfig{Address: ipranges.CIDR(h.addr, subnet), Pool: h.pool.Name, Vlan: h.pool.Spec.Vlan, Gateway: gatewayString(network)}
 		resp.IPs = append(resp.IPs, c)
 	}
 	return resp, nil
