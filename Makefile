@@ -8,6 +8,11 @@ GOTEST     ?= $(GO) test
 export KUBEBUILDER_ASSETS := $(BIN)
 export PATH := $(BIN):$(PATH)
 
+# What plays the nodes of `make run/up/e2e`: standin (in-process node stand-ins, the
+# default) or kubelet (real kubelet + containerd + runc nodes, nicpool from its images).
+NODE ?= standin
+NODE_DEPS := $(if $(filter kubelet,$(NODE)),tools-node images)
+
 # Binaries of nicpool itself.
 CMDS := nicpool nicpool-ipamd nicpool-webhook nicpool-local kubectl-nicpool
 # How they are built: static, as build/*.Dockerfile builds them, because the images
@@ -15,7 +20,7 @@ CMDS := nicpool nicpool-ipamd nicpool-webhook nicpool-local kubectl-nicpool
 # lines agree).
 GO_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w"
 
-.PHONY: tools-runc all build test unit e2e bench bench-scale fuzz generate verify-generate tools tools-node lint run up down clean help
+.PHONY: tools-runc all build test unit e2e test-real bench bench-scale fuzz generate verify-generate tools tools-node lint run up down clean help
 
 all: build
 
@@ -68,17 +73,20 @@ lint: ## golangci-lint (built from hack/tools/lint on first use), go vet and gof
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(BIN)/golangci-lint run ./...
 
-run: tools build ## local cluster (3 node stand-ins) with nicpool, sample pools, NADs and a multi-NIC StatefulSet; Ctrl-C stops it
-	$(BIN)/nicpool-local run
+run: tools build $(NODE_DEPS) ## local cluster (3 nodes, NODE=standin|kubelet) with nicpool, sample pools, NADs and a multi-NIC StatefulSet; Ctrl-C stops it
+	$(BIN)/nicpool-local run --node $(NODE)
 
-up: tools build ## the same as run, in the background; returns when ready (kubeconfig .local/kubeconfig)
-	$(BIN)/nicpool-local up
+up: tools build $(NODE_DEPS) ## the same as run, in the background; returns when ready (kubeconfig .local/kubeconfig)
+	$(BIN)/nicpool-local up --node $(NODE)
 
 down: ## stop what `make up` started
 	$(GO) run ./cmd/nicpool-local down
 
-e2e: tools ## the end-to-end Ginkgo suite on the local cluster (also part of `make test`)
-	$(GOTEST) -count=1 -timeout 30m -v ./e2e/suite/
+e2e: tools $(NODE_DEPS) ## the end-to-end Ginkgo suite on the local cluster (NODE=standin|kubelet; stand-ins are part of `make test`)
+	NICPOOL_E2E_NODE=$(NODE) $(GOTEST) -count=1 -timeout 40m -v ./e2e/suite/
+
+test-real: ## the end-to-end suite on real kubelet nodes (make e2e NODE=kubelet)
+	$(MAKE) e2e NODE=kubelet
 
 clean: ## remove built binaries and local state
 	rm -rf $(BIN) .local dist

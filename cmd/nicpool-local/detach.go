@@ -13,13 +13,14 @@ import (
 
 	"github.com/nicpool/nicpool/e2e/cluster"
 	"github.com/nicpool/nicpool/e2e/fabric"
+	"github.com/nicpool/nicpool/e2e/kubelet"
 )
 
 const pidFile = "pid"
 
 // up starts `run` as a background process of its own session, logging to
 // state-dir/run.log, and returns once it has written the ready file.
-func up(dir string, nodes int) error {
+func up(dir string, nodes int, kind string) error {
 	if pid, ok := runningPid(dir); ok {
 		return fmt.Errorf("already running (pid %d); `make down` stops it", pid)
 	}
@@ -37,7 +38,7 @@ func up(dir string, nodes int) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(self, "run", "--detached", "--state-dir", dir, "--nodes", strconv.Itoa(nodes))
+	cmd := exec.Command(self, "run", "--detached", "--state-dir", dir, "--nodes", strconv.Itoa(nodes), "--node", kind)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -95,7 +96,7 @@ func down(dir string) error {
 // sweep removes what a run that was killed left behind: network namespaces and
 // control-plane processes.
 func sweep() error {
-	return errors.Join(fabric.Sweep(), cluster.SweepProcesses())
+	return errors.Join(fabric.Sweep(), cluster.SweepProcesses(), kubelet.SweepCgroups())
 }
 
 func runningPid(dir string) (int, bool) {

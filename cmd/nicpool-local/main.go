@@ -12,11 +12,14 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/nicpool/nicpool/e2e/local"
 )
 
 func main() {
 	state := flag.String("state-dir", ".local", "where the kubeconfig, logs and local state are written")
-	nodes := flag.Int("nodes", 3, "number of node stand-ins")
+	nodes := flag.Int("nodes", 3, "number of nodes")
+	nodeKind := flag.String("node", string(local.NodeStandIn), "what plays the nodes: standin (in-process stand-ins) or kubelet (real kubelet + containerd + runc)")
 	detached := flag.Bool("detached", false, "run was started by up (internal)")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, `usage: %s run|up|down [flags]
@@ -24,6 +27,7 @@ func main() {
   run   start the local cluster with nicpool and the examples; Ctrl-C stops it
   up    the same in the background; returns when it is ready
   down  stop what up started
+  import FILE...  import image archives into every node of a cluster of real nodes
 
 `, filepath.Base(os.Args[0]))
 		flag.PrintDefaults()
@@ -33,6 +37,12 @@ func main() {
 		os.Exit(2)
 	}
 	verb := os.Args[1]
+	if verb == "node-init" {
+		if err := nodeInit(os.Args[2:]); err != nil {
+			fail(err)
+		}
+		return
+	}
 	_ = flag.CommandLine.Parse(os.Args[2:])
 	dir, err := filepath.Abs(*state)
 	if err != nil {
@@ -42,11 +52,13 @@ func main() {
 	case "run":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		err = run(ctx, dir, *nodes, *detached)
+		err = run(ctx, dir, *nodes, local.NodeKind(*nodeKind), *detached)
 	case "up":
-		err = up(dir, *nodes)
+		err = up(dir, *nodes, *nodeKind)
 	case "down":
 		err = down(dir)
+	case "import":
+		err = importImages(context.Background(), dir, flag.Args())
 	default:
 		flag.Usage()
 		os.Exit(2)

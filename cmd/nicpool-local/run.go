@@ -16,15 +16,15 @@ const readyFile = "ready"
 
 // run brings the cluster up and keeps it up until ctx ends; detached says `up`
 // started it in the background.
-func run(ctx context.Context, dir string, nodes int, detached bool) error {
+func run(ctx context.Context, dir string, nodes int, kind local.NodeKind, detached bool) error {
 	_ = os.Remove(filepath.Join(dir, readyFile))
-	for _, stale := range []string{"cluster", "nodes", "host-local"} {
+	for _, stale := range []string{"cluster", "nodes", "host-local", "fabric"} {
 		if err := os.RemoveAll(filepath.Join(dir, stale)); err != nil {
 			return err
 		}
 	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	s, err := local.Up(ctx, local.Options{Dir: dir, Kubeconfig: kubeconfig, Nodes: nodes, Out: os.Stdout})
+	s, err := local.Up(ctx, local.Options{Dir: dir, Kubeconfig: kubeconfig, Nodes: nodes, Node: kind, Out: os.Stdout})
 	if err != nil {
 		return err
 	}

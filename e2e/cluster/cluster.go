@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
@@ -47,6 +49,13 @@ type Options struct {
 	APIServerArgs map[string][]string
 	// ExtraCRDs are installed beside nicpool's and the NetworkAttachmentDefinition CRD.
 	ExtraCRDs []*apiextensionsv1.CustomResourceDefinition
+	// ServingAddresses are addresses the API server's certificate names besides
+	// localhost: where pods reach it (the `kubernetes` Service's ClusterIP).
+	ServingAddresses []string
+	// ExtraControllers run in kube-controller-manager beside Controllers.
+	ExtraControllers []string
+	// ControllerManagerArgs are extra kube-controller-manager flags.
+	ControllerManagerArgs []string
 }
 
 // Cluster is a running control plane with controllers and a scheduler.
@@ -61,6 +70,7 @@ type Cluster struct {
 
 	processes []*Process
 	ownDir    bool
+	opts      Options
 }
 
 // Start brings up etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
@@ -69,7 +79,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := SweepProcesses(); err != nil {
 		return nil, err
 	}
-	c = &Cluster{Dir: opts.Dir}
+	c = &Cluster{Dir: opts.Dir, opts: opts}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "nicpool-cluster-"); err != nil {
 			return nil, err
@@ -89,9 +99,16 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return c, fmt.Errorf("%s missing in %s: run `make tools` first: %w", name, testenv.BinDir(), err)
 		}
 	}
+	var configure func(*envtest.APIServer) error
+	if len(opts.ServingAddresses) > 0 {
+		configure = func(api *envtest.APIServer) error {
+			return servingCertificate(api, filepath.Join(c.Dir, "apiserver"), opts.ServingAddresses)
+		}
+	}
 	c.Env, err = testenv.Start(testenv.Options{
-		APIServerArgs: opts.APIServerArgs,
-		ExtraCRDs:     append([]*apiextensionsv1.CustomResourceDefinition{NetworkAttachmentDefinitionCRD()}, opts.ExtraCRDs...),
+		ConfigureAPIServer: configure,
+		APIServerArgs:      opts.APIServerArgs,
+		ExtraCRDs:          append([]*apiextensionsv1.CustomResourceDefinition{NetworkAttachmentDefinitionCRD()}, opts.ExtraCRDs...),
 	})
 	if err != nil {
 		return c, err
@@ -136,6 +153,20 @@ func (c *Cluster) ServiceAccountKubeconfig(namespace, name string) (string, erro
 		"system:serviceaccounts", "system:serviceaccounts:"+namespace, "system:authenticated")
 }
 
+// Credentials provisions a user and returns its client certificate and key (PEM),
+// for components that take them rather than a kubeconfig file.
+func (c *Cluster) Credentials(user string, groups ...string) (cert, key []byte, err error) {
+	u, err := c.Env.Env.ControlPlane.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("add user %s: %w", user, err)
+	}
+	cfg := u.Config()
+	return cfg.CertData, cfg.KeyData, nil
+}
+
+// CA is the certificate authority of the API server's serving certificate (PEM).
+func (c *Cluster) CA() []byte { return c.Config.CAData }
+
 func (c *Cluster) writeKubeconfig(file string, u envtest.User) (string, error) {
 	user, err := c.Env.Env.ControlPlane.AddUser(u, nil)
 	if err != nil {
@@ -167,7 +198,7 @@ func (c *Cluster) startControllerManager() error {
 		"--kubeconfig=" + kc,
 		"--authentication-kubeconfig=" + kc,
 		"--authorization-kubeconfig=" + kc,
-		"--controllers=" + strings.Join(Controllers, ","),
+		"--controllers=" + strings.Join(append(slices.Clone(Controllers), c.opts.ExtraControllers...), ","),
 		"--service-account-private-key-file=" + saKey,
 		"--root-ca-file=" + ca,
 		"--leader-elect=false",
@@ -176,7 +207,7 @@ func (c *Cluster) startControllerManager() error {
 		"--kube-api-burst=400",
 		"--concurrent-statefulset-syncs=10",
 	}
-	return c.start("kube-controller-manager", args)
+	return c.start("kube-controller-manager", append(args, c.opts.ControllerManagerArgs...))
 }
 
 func (c *Cluster) startScheduler() error {
@@ -261,4 +292,27 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return os.WriteFile(to, data, 0o600)
+}
+
+// CrashAPIServer kills kube-apiserver with SIGKILL, as a crash would, and starts it
+// again on the same address with the same certificates and users; it returns once
+// the new one serves.
+func (c *Cluster) CrashAPIServer(ctx context.Context) error {
+	api := c.Env.Env.ControlPlane.APIServer
+	pid := childNamed("kube-apiserver")
+	if pid == 0 {
+		return errors.New("no kube-apiserver child process")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return err
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return syscall.Kill(pid, 0) != nil || parentOf(pid) != os.Getpid(), nil
+	}); err != nil {
+		return fmt.Errorf("kube-apiserver %d survived SIGKILL: %w", pid, err)
+	}
+	if err := api.Start(); err != nil {
+		return fmt.Errorf("restart kube-apiserver: %w", err)
+	}
+	return recordChildren()
 }

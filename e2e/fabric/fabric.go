@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,6 +94,32 @@ func (f *Fabric) AddNode(name string) (*Node, error) {
 		}
 	}
 	return n, nil
+}
+
+// Path is the fabric namespace's bind mount.
+func (f *Fabric) Path() string { return filepath.Join(namespaceDir, f.name) }
+
+// Route makes the fabric the router of a network: its bridge gets the gateway
+// addresses, and the fabric's namespace forwards between its bridges.
+func (f *Fabric) Route(network string, gateways ...netip.Prefix) error {
+	i := slices.Index(f.Networks, network)
+	if i < 0 {
+		return fmt.Errorf("no network %s in the fabric (%v)", network, f.Networks)
+	}
+	for _, g := range gateways {
+		if err := ip("-n", f.name, "addr", "add", g.String(), "dev", fmt.Sprintf("br%d", i)); err != nil {
+			return err
+		}
+	}
+	if err := ip("-n", f.name, "link", "set", "lo", "up"); err != nil {
+		return err
+	}
+	for _, key := range []string{"net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"} {
+		if err := ip("netns", "exec", f.name, "sysctl", "-q", "-w", key); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close removes the node namespaces and the fabric; their links go with them.

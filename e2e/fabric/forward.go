@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync"
@@ -13,7 +14,34 @@ import (
 // Programs the node runs inside its namespace (Multus) reach the API server this way.
 // It returns the address to use inside the namespace; closing the listener stops it.
 func (n *Node) Forward(target string) (string, io.Closer, error) {
-	netns, err := ns.GetNS(n.Path)
+	return forward(n.Path, "127.0.0.1:0", target)
+}
+
+// Forward listens on listen inside the fabric's namespace (the address of one of its
+// gateways, port 0 for any) and relays every connection to target, as Node.Forward.
+func (f *Fabric) Forward(listen, target string) (string, io.Closer, error) {
+	return forward(f.Path(), listen, target)
+}
+
+// DialContext connects from inside the fabric's namespace, where the networks'
+// gateways are: what a router of the fabric would reach.
+func (f *Fabric) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	netns, err := ns.GetNS(f.Path())
+	if err != nil {
+		return nil, err
+	}
+	defer netns.Close()
+	var c net.Conn
+	err = netns.Do(func(ns.NetNS) error {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, network, address)
+		return err
+	})
+	return c, err
+}
+
+func forward(path, listen, target string) (string, io.Closer, error) {
+	netns, err := ns.GetNS(path)
 	if err != nil {
 		return "", nil, err
 	}
@@ -23,7 +51,7 @@ func (n *Node) Forward(target string) (string, io.Closer, error) {
 	// accepts on it.
 	err = netns.Do(func(ns.NetNS) error {
 		var err error
-		l, err = net.Listen("tcp", "127.0.0.1:0")
+		l, err = net.Listen("tcp", listen)
 		return err
 	})
 	if err != nil {

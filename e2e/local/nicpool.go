@@ -187,27 +187,33 @@ func (s *Stack) waitWebhook(ctx context.Context, p *cluster.Process, probe int) 
 		if resp.StatusCode != http.StatusOK {
 			return false, nil
 		}
-		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		if s.Client.Get(ctx, nameOf(configs.MutatingName), m) != nil || s.Client.Get(ctx, nameOf(configs.ValidatingName), v) != nil {
-			return false, nil
-		}
-		for _, w := range m.Webhooks {
-			if len(w.ClientConfig.CABundle) == 0 {
-				return false, nil
-			}
-		}
-		for _, w := range v.Webhooks {
-			if len(w.ClientConfig.CABundle) == 0 {
-				return false, nil
-			}
-		}
-		return true, nil
+		return s.webhookCAInjected(ctx), nil
 	})
 	if err != nil {
 		return fmt.Errorf("wait for nicpool-webhook: %w (log %s)", err, p.Log)
 	}
 	return nil
+}
+
+// webhookCAInjected says whether both webhook configurations carry the webhook's CA,
+// after which the API server can call it.
+func (s *Stack) webhookCAInjected(ctx context.Context) bool {
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if s.Client.Get(ctx, nameOf(configs.MutatingName), m) != nil || s.Client.Get(ctx, nameOf(configs.ValidatingName), v) != nil {
+		return false
+	}
+	for _, w := range m.Webhooks {
+		if len(w.ClientConfig.CABundle) == 0 {
+			return false
+		}
+	}
+	for _, w := range v.Webhooks {
+		if len(w.ClientConfig.CABundle) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // startIpamd runs one node's nicpool-ipamd, serving the node's socket, and waits

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nicpool/nicpool/e2e/cluster"
 	"github.com/nicpool/nicpool/e2e/fabric"
+	"github.com/nicpool/nicpool/e2e/kubelet"
 	"github.com/nicpool/nicpool/e2e/node"
 	"github.com/nicpool/nicpool/e2e/testenv"
 )
@@ -28,8 +29,10 @@ type Options struct {
 	// Nodes is the number of node stand-ins (default 3).
 	Nodes int
 	// IPAM is the IPAM plugin of the networks; empty picks nicpool when its binaries are
-	// built, else host-local.
+	// built, else host-local. Real nodes always run nicpool.
 	IPAM IPAM
+	// Node says what plays the nodes: stand-ins (default) or real kubelets.
+	Node NodeKind
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
 }
@@ -40,7 +43,11 @@ type Stack struct {
 	*cluster.Cluster
 	Fabric *fabric.Fabric
 	Nodes  []*node.Node
-	IPAM   IPAM
+	// Kubelets are the real nodes (Node kind kubelet).
+	Kubelets []*kubelet.Node
+	// NodeKind is what plays the nodes.
+	NodeKind NodeKind
+	IPAM     IPAM
 	// Webhook is the nicpool-webhook process (IPAM nicpool).
 	Webhook *cluster.Process
 	// Dir holds the state of the run.
@@ -52,6 +59,14 @@ type Stack struct {
 	// readiness; kept so that a restarted webhook serves where it is registered.
 	webhookPort, webhookProbe int
 
+	// Real nodes: the API server's way into the cluster network, its publication on
+	// the fabric, the fabric's kube-proxy and its relay to the API server.
+	nodeCount   int
+	egress      *kubelet.EgressProxy
+	apiRelay    io.Closer
+	fabricRelay io.Closer
+	fabricProxy *cluster.Process
+
 	out    io.Writer
 	ownDir bool
 	logs   []*os.File
@@ -62,12 +77,18 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 	if opts.Nodes == 0 {
 		opts.Nodes = 3
 	}
-	s = &Stack{Dir: opts.Dir, IPAM: opts.IPAM, out: opts.Out, binDir: testenv.BinDir(), ipamd: map[string]*cluster.Process{}}
+	if opts.Node == "" {
+		opts.Node = NodeStandIn
+	}
+	s = &Stack{Dir: opts.Dir, IPAM: opts.IPAM, NodeKind: opts.Node, nodeCount: opts.Nodes, out: opts.Out, binDir: testenv.BinDir(), ipamd: map[string]*cluster.Process{}}
 	if s.out == nil {
 		s.out = io.Discard
 	}
 	if s.IPAM == "" {
 		s.IPAM = detectIPAM()
+	}
+	if s.NodeKind == NodeKubelet {
+		s.IPAM = IPAMNicpool
 	}
 	if s.Dir == "" {
 		if s.Dir, err = os.MkdirTemp("", "nicpool-local-"); err != nil {
@@ -86,6 +107,9 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 	s.progress("network fabric: %d nodes, uplinks %s", opts.Nodes, strings.Join(Uplinks, ", "))
 	if s.Fabric, err = fabric.New(Uplinks...); err != nil {
 		return s, err
+	}
+	if s.NodeKind == NodeKubelet {
+		return s, s.upKubelet(ctx, opts)
 	}
 	s.progress("control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler from %s", testenv.BinDir())
 	if s.Cluster, err = cluster.Start(ctx, cluster.Options{Dir: filepath.Join(s.Dir, "cluster"), Kubeconfig: opts.Kubeconfig}); err != nil {
@@ -107,6 +131,30 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 	}
 	s.progress("node stand-ins: %d ready, IPAM %s", len(s.Nodes), s.IPAM)
 	return s, nil
+}
+
+// upKubelet starts the control plane, real nodes, and installs nicpool on them.
+func (s *Stack) upKubelet(ctx context.Context, opts Options) error {
+	images, err := imageArchives()
+	if err != nil {
+		return err
+	}
+	s.progress("control plane: etcd, kube-apiserver (egress through the fabric), kube-controller-manager, kube-scheduler, kube-proxy on the fabric")
+	if err := s.startKubeletCluster(ctx, opts.Kubeconfig); err != nil {
+		return err
+	}
+	s.progress("real nodes: %d × kubelet + containerd + runc, importing %d images", opts.Nodes, len(images))
+	for i := range opts.Nodes {
+		if err := s.addRealNode(ctx, i, images); err != nil {
+			return err
+		}
+	}
+	s.progress("nicpool: kubectl apply -k manifests/overlays/self-managed")
+	if err := s.installNicpool(ctx); err != nil {
+		return err
+	}
+	s.progress("nicpool: ipamd ready on %d nodes, webhook available", len(s.Kubelets))
+	return nil
 }
 
 // detectIPAM picks nicpool when this checkout has its commands.
@@ -176,6 +224,9 @@ func (s *Stack) logFile(path string) (logr.Logger, error) {
 
 // Sandbox finds the network namespace of a pod on whichever node runs it.
 func (s *Stack) Sandbox(namespace, name string) (string, bool) {
+	if s.NodeKind == NodeKubelet {
+		return s.realSandbox(namespace, name)
+	}
 	for _, n := range s.Nodes {
 		if path, ok := n.Sandbox(namespace, name); ok {
 			return path, true
@@ -196,6 +247,7 @@ func (s *Stack) Down() error {
 		s.Nodes[i].Stop()
 	}
 	s.Nodes = nil
+	errs = append(errs, s.stopKubeletMode())
 	errs = append(errs, s.stopNicpool())
 	if s.Cluster != nil {
 		errs = append(errs, s.Cluster.Stop())

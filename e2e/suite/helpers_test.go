@@ -17,7 +17,18 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/nicpool/nicpool/e2e/kubelet"
+	"github.com/nicpool/nicpool/e2e/local"
 )
+
+// describeFor registers a container of specs for one kind of node only.
+func describeFor(kind local.NodeKind, text string, body func()) bool {
+	if nodeKind != kind && !(kind == local.NodeStandIn && nodeKind == "") {
+		return false
+	}
+	return Describe(text, Label(string(kind)), body)
+}
 
 // newNamespace creates a namespace for one spec and deletes it when the spec ends.
 func newNamespace(ctx context.Context, prefix string) string {
@@ -153,3 +164,6 @@ func dialFrom(pod *corev1.Pod, target netip.AddrPort) (string, error) {
 	})
 	return answer, err
 }
+
+// kubeletNode is a real node of the stack (NICPOOL_E2E_NODE=kubelet).
+type kubeletNode = kubelet.Node

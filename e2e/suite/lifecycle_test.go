@@ -16,6 +16,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/local"
 )
 
 func newPod(ns, name string, ann map[string]string) *corev1.Pod {
@@ -103,6 +104,8 @@ var _ = Describe("pods that go away", func() {
 		ns := newNamespace(ctx, "job")
 		t := podTemplate(map[string]string{"app": "batch"}, map[string]string{annotations.IPPool: `{"ipv4":["eth0-v4"],"ipv6":["eth0-v6"]}`})
 		t.Spec.RestartPolicy = corev1.RestartPolicyNever
+		// pause -v prints its version and exits 0: a container that completes.
+		t.Spec.Containers[0].Args = []string{"-v"}
 		job := &batchv1.Job{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "batch"},
 			Spec:       batchv1.JobSpec{Completions: new(int32(3)), Parallelism: new(int32(3)), Template: t},
@@ -138,7 +141,9 @@ var _ = Describe("pods that go away", func() {
 	})
 })
 
-var _ = Describe("a node's ipamd", func() {
+// The stand-in version: ipamd is a process of the test; the node stand-in forgets a
+// force-deleted pod's sandbox without CNI DEL, as a node that lost it would.
+var _ = describeFor(local.NodeStandIn, "a node's ipamd", func() {
 	It("killed during churn and restarted: pods on its node start, and the garbage collector releases a pod force-deleted meanwhile", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "crash")
 		node := stack.Nodes[0].Name()

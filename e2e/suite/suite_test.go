@@ -17,6 +17,11 @@ import (
 // stack is the cluster every spec runs against.
 var stack *local.Stack
 
+// nodeKind is what plays the nodes (NICPOOL_E2E_NODE: standin, the default, or
+// kubelet). Specs that rely on a stand-in's shortcut are registered for stand-ins
+// only, next to their real-node version.
+var nodeKind = local.NodeKind(os.Getenv("NICPOOL_E2E_NODE"))
+
 func TestEndToEnd(t *testing.T) {
 	RegisterFailHandler(Fail)
 	SetDefaultEventuallyTimeout(3 * time.Minute)
@@ -33,7 +38,7 @@ var failed bool
 var _ = BeforeSuite(func(ctx SpecContext) {
 	dir, err := os.MkdirTemp("", "nicpool-e2e-")
 	Expect(err).NotTo(HaveOccurred())
-	stack, err = local.Up(ctx, local.Options{Dir: dir, Nodes: 3, Out: GinkgoWriter})
+	stack, err = local.Up(ctx, local.Options{Dir: dir, Nodes: 3, Node: nodeKind, Out: GinkgoWriter})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
 		Expect(stack.Down()).To(Succeed())
@@ -47,7 +52,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	examples := testenv.RepoRoot() + "/examples/"
 	_, err = stack.Apply(ctx, examples+local.ExamplePools, examples+local.ExampleNetworks)
 	Expect(err).NotTo(HaveOccurred())
-	GinkgoWriter.Printf("cluster state in %s, IPAM %s\n", stack.Dir, stack.IPAM)
+	GinkgoWriter.Printf("cluster state in %s, nodes %s, IPAM %s\n", stack.Dir, stack.NodeKind, stack.IPAM)
 }, NodeTimeout(10*time.Minute))
 
 var _ = ReportAfterEach(func(r SpecReport) {

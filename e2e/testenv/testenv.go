@@ -36,6 +36,8 @@ type Options struct {
 	APIServerArgs map[string][]string
 	// Output attaches etcd's and kube-apiserver's output to this process.
 	Output bool
+	// ConfigureAPIServer, when set, adjusts the API server before it starts.
+	ConfigureAPIServer func(*envtest.APIServer) error
 }
 
 // Env is a running control plane.
@@ -121,6 +123,11 @@ func Start(opts Options) (*Env, error) {
 	api := env.ControlPlane.GetAPIServer()
 	for name, values := range opts.APIServerArgs {
 		api.Configure().Set(name, values...)
+	}
+	if opts.ConfigureAPIServer != nil {
+		if err := opts.ConfigureAPIServer(api); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -40,6 +40,8 @@ declare -A tags=(
   [containerd-shim-runc-v2]="no_btrfs no_devmapper no_zfs"
   [ctr]="no_btrfs no_devmapper no_zfs"
 )
+# Static binaries where the tool allows it (containerd's shim runs in any mount namespace).
+declare -A nocgo=([containerd]=1 [containerd-shim-runc-v2]=1 [ctr]=1)
 declare -A groups=(
   [control-plane]="etcd controller-gen kube-apiserver kube-controller-manager kube-scheduler macvlan bridge host-local multus"
   # golangci-lint and crictl are built on request only: no test needs them.
@@ -96,6 +98,8 @@ for tool in "${order[@]}"; do
     # runc's nsenter is C: cgo, linked statically so it runs in any container.
     (seccomp_env && cd "$dir" && CGO_ENABLED=1 go build "${args[@]}" -trimpath \
       -ldflags "-extldflags -static -X main.version=$(go list -m -f '{{.Version}}' github.com/opencontainers/runc | tr -d v)" "$p")
+  elif [ -n "${nocgo[$tool]:-}" ]; then
+    (cd "$dir" && CGO_ENABLED=0 go build "${args[@]}" "$p")
   else
     (cd "$dir" && go build "${args[@]}" "$p")
   fi

@@ -1,0 +1,217 @@
+package suite
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/e2e/local"
+	"github.com/nicpool/nicpool/webhook/configs"
+)
+
+// Chaos on real nodes: what the stand-ins can only imitate. Each spec ends with the
+// invariant check.
+
+// pinnedPods creates count pods named prefix-i on node, each with an eth0 address
+// from eth0-v4.
+func pinnedPods(ctx SpecContext, ns, prefix, node string, count int) {
+	GinkgoHelper()
+	for i := range count {
+		p := newPod(ns, fmt.Sprintf("%s-%d", prefix, i), map[string]string{annotations.IPPool: `{"ipv4":["eth0-v4"]}`})
+		p.Labels["batch"] = prefix
+		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+		Expect(stack.Client.Create(ctx, p)).To(Succeed())
+	}
+}
+
+var _ = describeFor(local.NodeKubelet, "a real node's ipamd container", func() {
+	It("killed with SIGKILL in the middle of ADDs: the kubelet restarts it and every pod on its node starts, nothing allocated twice or left behind", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "kill9")
+		node := stack.Kubelets[0]
+		pinnedPods(ctx, ns, "churn", node.Name(), 12)
+
+		By("killing ipamd on " + node.Name() + " as soon as the first pod holds an address")
+		Eventually(func() int {
+			n := 0
+			for i := range 12 {
+				n += len(allocationsOf(ctx, fmt.Sprintf("%s/churn-%d", ns, i)))
+			}
+			return n
+		}).WithContext(ctx).WithPolling(50 * time.Millisecond).Should(BeNumerically(">=", 1))
+		killed, err := node.Kill("nicpool-ipamd", syscall.SIGKILL)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(killed).To(Equal(1), "one ipamd process on %s", node.Name())
+
+		By("every pod running with one eth0 address, once the kubelet has restarted ipamd")
+		runningPods(ctx, ns, map[string]string{"batch": "churn"}, 12)
+		for i := range 12 {
+			Expect(allocationsOf(ctx, fmt.Sprintf("%s/churn-%d", ns, i))).To(HaveLen(1))
+		}
+		ds := &appsv1.DaemonSet{}
+		Expect(stack.Client.Get(ctx, types.NamespacedName{Namespace: configs.DefaultNamespace, Name: "nicpool-ipamd"}, ds)).To(Succeed())
+		Eventually(func(g Gomega) {
+			pods := &corev1.PodList{}
+			g.Expect(stack.Client.List(ctx, pods, client.InNamespace(configs.DefaultNamespace), client.MatchingFields{"spec.nodeName": node.Name()})).To(Succeed())
+			restarts := int32(0)
+			for _, p := range pods.Items {
+				for _, c := range p.Status.ContainerStatuses {
+					if c.Name == "ipamd" {
+						restarts += c.RestartCount
+					}
+				}
+			}
+			g.Expect(restarts).To(BeNumerically(">=", 1), "the kubelet restarted the killed container")
+		}).WithContext(ctx).Should(Succeed())
+		checkInvariants(ctx)
+	})
+
+	It("rolled as a DaemonSet while pods are created and deleted: every pod starts, every deleted pod's addresses are released", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "roll")
+		for _, n := range stack.Kubelets {
+			pinnedPods(ctx, ns, "before-"+n.Name(), n.Name(), 3)
+		}
+		for _, n := range stack.Kubelets {
+			runningPods(ctx, ns, map[string]string{"batch": "before-" + n.Name()}, 3)
+		}
+
+		By("rolling the ipamd DaemonSet")
+		ds := &appsv1.DaemonSet{}
+		Eventually(func() error {
+			if err := stack.Client.Get(ctx, types.NamespacedName{Namespace: configs.DefaultNamespace, Name: "nicpool-ipamd"}, ds); err != nil {
+				return err
+			}
+			if ds.Spec.Template.Annotations == nil {
+				ds.Spec.Template.Annotations = map[string]string{}
+			}
+			ds.Spec.Template.Annotations["nicpool.io/e2e-roll"] = time.Now().Format(time.RFC3339Nano)
+			return stack.Client.Update(ctx, ds)
+		}).WithContext(ctx).Should(Succeed())
+		generation := ds.Generation
+
+		By("deleting the first pods and creating new ones during the roll")
+		Expect(stack.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns))).To(Succeed())
+		for _, n := range stack.Kubelets {
+			pinnedPods(ctx, ns, "during-"+n.Name(), n.Name(), 3)
+		}
+
+		By("the roll finishing and every new pod running")
+		Eventually(func(g Gomega) {
+			g.Expect(stack.Client.Get(ctx, client.ObjectKeyFromObject(ds), ds)).To(Succeed())
+			g.Expect(ds.Status.ObservedGeneration).To(BeNumerically(">=", generation))
+			g.Expect(ds.Status.UpdatedNumberScheduled).To(Equal(int32(len(stack.Kubelets))))
+			g.Expect(ds.Status.NumberReady).To(Equal(int32(len(stack.Kubelets))))
+		}).WithContext(ctx).Should(Succeed())
+		for _, n := range stack.Kubelets {
+			runningPods(ctx, ns, map[string]string{"batch": "during-" + n.Name()}, 3)
+			for i := range 3 {
+				Eventually(func() []string {
+					return allocationsOf(ctx, fmt.Sprintf("%s/before-%s-%d", ns, n.Name(), i))
+				}).WithContext(ctx).Should(BeEmpty())
+			}
+		}
+		checkInvariants(ctx)
+	})
+})
+
+var _ = describeFor(local.NodeKubelet, "a real node whose kubelet stops", func() {
+	It("gets its StatefulSet pod force-deleted and rescheduled on another node with the same addresses; its kubelet back, the old sandbox's DEL releases nothing of the new pod", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "lostnode")
+		Expect(stack.Client.Create(ctx, newStatefulSet(ns, "db", 1, twoNICAnnotations(unnamedTwoNICs)))).To(Succeed())
+		old := runningPod(ctx, ns, "db-0", "")
+		before := nicAddresses(old)
+		var lost *kubeletNode
+		for _, n := range stack.Kubelets {
+			if n.Name() == old.Spec.NodeName {
+				lost = n
+			}
+		}
+		Expect(lost).NotTo(BeNil())
+
+		By("stopping the kubelet of " + lost.Name() + " and waiting for the node to turn NotReady")
+		Expect(lost.StopDaemon("kubelet", 10*time.Second)).To(Succeed())
+		DeferCleanup(func() { _ = lost.StartDaemon("kubelet") })
+		Eventually(func(g Gomega) {
+			n := &corev1.Node{}
+			g.Expect(stack.Client.Get(ctx, types.NamespacedName{Name: lost.Name()}, n)).To(Succeed())
+			g.Expect(nodeReady(n)).To(BeFalse())
+		}).WithContext(ctx).Should(Succeed())
+
+		By("force-deleting db-0, as an operator does for a pod on a lost node")
+		Expect(stack.Client.Delete(ctx, old, client.GracePeriodSeconds(0))).To(Succeed())
+		again := runningPod(ctx, ns, "db-0", old.UID)
+		Expect(again.Spec.NodeName).NotTo(Equal(lost.Name()))
+		Expect(nicAddresses(again)).To(Equal(before))
+
+		By("starting the kubelet again: it tears down the old sandbox")
+		Expect(lost.StartDaemon("kubelet")).To(Succeed())
+		Eventually(func(g Gomega) {
+			n := &corev1.Node{}
+			g.Expect(stack.Client.Get(ctx, types.NamespacedName{Name: lost.Name()}, n)).To(Succeed())
+			g.Expect(nodeReady(n)).To(BeTrue())
+		}).WithContext(ctx).Should(Succeed())
+		Eventually(func() bool {
+			_, ok := lost.Sandbox(ns, "db-0")
+			return ok
+		}).WithContext(ctx).Should(BeFalse(), "the old sandbox is gone from %s", lost.Name())
+		Consistently(func() map[string][]string {
+			return nicAddresses(getPod(ctx, ns, "db-0"))
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Equal(before))
+		Expect(allocationsOf(ctx, ns+"/db-0")).To(HaveLen(4))
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(stack.Client.Delete(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}})).To(Succeed())
+		})
+		checkInvariants(ctx)
+	})
+})
+
+var _ = describeFor(local.NodeKubelet, "kube-apiserver", func() {
+	It("killed with SIGKILL and restarted during a churn of 300 pods: every pod that should run runs, deleted pods' addresses are released", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "apichurn")
+		const rounds, perRound = 3, 100
+		for r := range rounds {
+			prefix := fmt.Sprintf("r%d", r)
+			By(fmt.Sprintf("round %d: creating %d pods", r, perRound))
+			for i := range perRound {
+				p := newPod(ns, fmt.Sprintf("%s-%d", prefix, i), map[string]string{annotations.IPPool: `{"ipv4":["eth0-v4"]}`})
+				p.Labels["batch"] = prefix
+				Eventually(func() error { return client.IgnoreAlreadyExists(stack.Client.Create(ctx, p)) }).WithContext(ctx).Should(Succeed())
+				if r == 1 && i == perRound/2 {
+					By("killing kube-apiserver with SIGKILL and starting it again")
+					Expect(stack.CrashAPIServer(ctx)).To(Succeed())
+				}
+			}
+			runningPods(ctx, ns, map[string]string{"batch": prefix}, perRound)
+			if r < rounds-1 {
+				By(fmt.Sprintf("round %d: deleting them", r))
+				Expect(stack.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels{"batch": prefix})).To(Succeed())
+			}
+		}
+		Eventually(func(g Gomega) {
+			for r := range rounds - 1 {
+				for i := range perRound {
+					g.Expect(allocationsOf(ctx, fmt.Sprintf("%s/r%d-%d", ns, r, i))).To(BeEmpty())
+				}
+			}
+		}).WithContext(ctx).Should(Succeed())
+		checkInvariants(ctx)
+	})
+})
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
