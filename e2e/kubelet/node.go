@@ -320,7 +320,8 @@ func (n *Node) containerdSocket() string {
 }
 
 func (n *Node) waitContainerd(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	// Minutes, not seconds: a loaded two-core machine starts it slowly.
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	for {
 		if err := n.Ctr(ctx, "version"); err == nil {
