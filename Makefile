@@ -1,4 +1,4 @@
-# nicpool — the make targets are the project's interface; README.md lists them.
+# nicpool — the make targets are the project's interface; CONTRIBUTING.md lists them.
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 
@@ -27,7 +27,7 @@ all: build
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-tools: ## build the pinned control plane, controller-gen, CNI plugins and Multus into bin/
+tools: ## build the pinned control plane, kubectl, controller-gen, CNI plugins and Multus into bin/
 	hack/tools/build.sh
 
 tools-runc: ## build runc into bin/ (hack/images' tests run the images with it; also part of tools-node)

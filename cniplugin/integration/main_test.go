@@ -24,7 +24,7 @@ const (
 )
 
 // suite is what every test shares: one control plane, one ipamd, one node, one plugin
-// directory (DEVELOPERS.md: one control plane per test package).
+// directory (CONTRIBUTING.md: one control plane per test package).
 var suite struct {
 	env    *testenv.Env
 	ipamd  *ipamd

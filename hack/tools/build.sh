@@ -43,7 +43,8 @@ declare -A tags=(
 # Static binaries where the tool allows it (containerd's shim runs in any mount namespace).
 declare -A nocgo=([containerd]=1 [containerd-shim-runc-v2]=1 [ctr]=1)
 declare -A groups=(
-  [control-plane]="etcd controller-gen kube-apiserver kube-controller-manager kube-scheduler macvlan bridge host-local multus"
+  # kubectl: e2e/suite runs the README's commands with it.
+  [control-plane]="etcd controller-gen kube-apiserver kube-controller-manager kube-scheduler kubectl macvlan bridge host-local multus"
   # golangci-lint and crictl are built on request only: no test needs them.
   [node]="runc containerd containerd-shim-runc-v2 ctr kubelet kube-proxy kubectl loopback"
 )

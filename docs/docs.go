@@ -1,0 +1,196 @@
+// Package docs reads the commands that nicpool's documentation shows, so that tests can
+// run them: a page stays true only while something executes what it tells a user to
+// type.
+//
+// Every fenced block of a shell language (sh, shell, bash, console) is preceded by a
+// marker naming what runs it:
+//
+//	<!-- run: local-cluster -->
+//
+// The markers are Runs; TestEveryCommandIsRun (docs_test.go) refuses a block without
+// one, and each Run's test executes or checks its blocks.
+package docs
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Run names what executes a block's commands.
+type Run string
+
+const (
+	// Make blocks are make targets; the docs test checks that each exists in the
+	// Makefile, and `make run`, `make up` and `make down` are what the local cluster
+	// runs.
+	Make Run = "make"
+	// LocalCluster blocks run, in order, against the local cluster with the examples
+	// applied (e2e/suite, the walkthrough spec), with KUBECONFIG set and bin/ on PATH.
+	LocalCluster Run = "local-cluster"
+	// Kustomize blocks apply kustomizations of manifests/; the manifests tests render
+	// each one and create its objects on a real API server.
+	Kustomize Run = "kustomize"
+	// Helm blocks install the chart; the chart's tests do the same with the Helm SDK.
+	Helm Run = "helm"
+)
+
+// Runs are the markers a block may carry.
+var Runs = []Run{Make, LocalCluster, Kustomize, Helm}
+
+// Command is one command of a block and the output the page shows for it (console
+// blocks only).
+type Command struct {
+	Line   string
+	Output []string
+}
+
+// Block is one fenced block of shell commands.
+type Block struct {
+	File string
+	// Line is the line of the opening fence, from 1.
+	Line int
+	Lang string
+	// Run is the marker before the block; empty when there is none.
+	Run      Run
+	Commands []Command
+}
+
+func (b Block) String() string { return fmt.Sprintf("%s:%d", b.File, b.Line) }
+
+// shellLangs are the fence languages whose blocks hold commands.
+var shellLangs = map[string]bool{"sh": true, "shell": true, "bash": true, "console": true}
+
+var runMarker = regexp.MustCompile(`^<!--\s*run:\s*([a-z-]+)\s*-->$`)
+
+// Blocks reads the shell blocks of a Markdown file. In a console block a command starts
+// with "$ " and the lines up to the next command are its output; in the other shells
+// every line that is not empty or a comment is a command. A line ending in a backslash
+// continues on the next.
+func Blocks(path string) ([]Block, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var (
+		blocks  []Block
+		cur     *Block
+		marker  Run
+		pending string
+		n       int
+	)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		n++
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		if cur == nil {
+			if m := runMarker.FindStringSubmatch(trimmed); m != nil {
+				marker = Run(m[1])
+				continue
+			}
+			if lang, ok := strings.CutPrefix(trimmed, "```"); ok {
+				if shellLangs[lang] {
+					cur = &Block{File: path, Line: n, Lang: lang, Run: marker}
+				} else {
+					// Skip a block of another language whole.
+					for sc.Scan() {
+						n++
+						if strings.TrimSpace(sc.Text()) == "```" {
+							break
+						}
+					}
+				}
+				marker = ""
+				continue
+			}
+			if trimmed != "" {
+				marker = ""
+			}
+			continue
+		}
+		if trimmed == "```" {
+			blocks = append(blocks, *cur)
+			cur = nil
+			continue
+		}
+		if cur.Lang == "console" {
+			if pending != "" {
+				pending += " " + strings.TrimSuffix(trimmed, `\`)
+				if !strings.HasSuffix(trimmed, `\`) {
+					cur.Commands = append(cur.Commands, Command{Line: pending})
+					pending = ""
+				}
+				continue
+			}
+			if cmd, ok := strings.CutPrefix(line, "$ "); ok {
+				if strings.HasSuffix(cmd, `\`) {
+					pending = strings.TrimSuffix(cmd, `\`)
+					continue
+				}
+				cur.Commands = append(cur.Commands, Command{Line: cmd})
+				continue
+			}
+			if len(cur.Commands) == 0 {
+				return nil, fmt.Errorf("%s:%d: a console block starts with a command (\"$ ...\")", path, n)
+			}
+			last := &cur.Commands[len(cur.Commands)-1]
+			last.Output = append(last.Output, line)
+			continue
+		}
+		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		if pending != "" {
+			pending += " " + strings.TrimSuffix(trimmed, `\`)
+		} else {
+			pending = strings.TrimSuffix(trimmed, `\`)
+		}
+		if !strings.HasSuffix(trimmed, `\`) {
+			cur.Commands = append(cur.Commands, Command{Line: pending})
+			pending = ""
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if cur != nil {
+		return nil, fmt.Errorf("%s:%d: the block is not closed", path, cur.Line)
+	}
+	return blocks, nil
+}
+
+// Pages are the user documentation of the repository rooted at root: README.md and
+// every Markdown file of docs/.
+func Pages(root string) ([]string, error) {
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{filepath.Join(root, "README.md")}, pages...), nil
+}
+
+// Commands are the commands of every block marked run in the pages of root, in order.
+func Commands(root string, run Run) ([]Command, error) {
+	pages, err := Pages(root)
+	if err != nil {
+		return nil, err
+	}
+	var cmds []Command
+	for _, p := range pages {
+		blocks, err := Blocks(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range blocks {
+			if b.Run == run {
+				cmds = append(cmds, b.Commands...)
+			}
+		}
+	}
+	return cmds, nil
+}

@@ -1,0 +1,514 @@
+package docs_test
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/nicpool/nicpool/crds"
+	"github.com/nicpool/nicpool/docs"
+	"github.com/nicpool/nicpool/e2e/binaries"
+	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/manifests"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated sections of the pages instead of comparing them")
+
+var root = testenv.RepoRoot()
+
+func page(name string) string { return filepath.Join(root, name) }
+
+func read(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(page(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// userPages are what a user reads; CONTRIBUTING.md is for who clones the repository.
+func userPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := docs.Pages(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pages
+}
+
+func allPages(t *testing.T) []string {
+	return append(userPages(t), page("CONTRIBUTING.md"))
+}
+
+func rel(p string) string {
+	r, err := filepath.Rel(root, p)
+	if err != nil {
+		return p
+	}
+	return r
+}
+
+// Every shell block says what runs it, and what it says holds: make targets exist,
+// kustomizations are among those the manifests tests create on a real API server, the
+// local cluster's commands are kubectl (e2e/suite runs them).
+func TestEveryCommandIsRun(t *testing.T) {
+	targets := makeTargets(t)
+	kustomizations := map[string]bool{manifests.Monitoring: true}
+	for _, k := range manifests.Kustomizations {
+		kustomizations[filepath.Clean(k)] = true
+	}
+	counts := map[docs.Run]int{}
+	for _, p := range userPages(t) {
+		blocks, err := docs.Blocks(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range blocks {
+			where := fmt.Sprintf("%s:%d", rel(b.File), b.Line)
+			if !slices.Contains(docs.Runs, b.Run) {
+				t.Errorf("%s: the block has no <!-- run: NAME --> marker before it (one of %v), or an unknown one %q: say which test runs its commands", where, docs.Runs, b.Run)
+				continue
+			}
+			if len(b.Commands) == 0 {
+				t.Errorf("%s: the block has no command", where)
+			}
+			counts[b.Run] += len(b.Commands)
+			for _, c := range b.Commands {
+				f := strings.Fields(c.Line)
+				switch b.Run {
+				case docs.Make:
+					if f[0] != "make" || len(f) < 2 {
+						t.Errorf("%s: %q is not a make command", where, c.Line)
+						continue
+					}
+					for _, a := range f[1:] {
+						if !strings.Contains(a, "=") && !targets[a] {
+							t.Errorf("%s: %q: the Makefile has no target %q", where, c.Line, a)
+						}
+					}
+				case docs.Kustomize:
+					if len(f) != 4 || f[0] != "kubectl" || f[1] != "apply" || f[2] != "-k" {
+						t.Errorf("%s: %q: a kustomize block holds `kubectl apply -k manifests/...` only", where, c.Line)
+						continue
+					}
+					dir, err := filepath.Rel("manifests", filepath.Clean(f[3]))
+					if err != nil || !kustomizations[dir] {
+						t.Errorf("%s: %q: %s is not a kustomization the manifests tests create (manifests.Kustomizations, manifests.Monitoring)", where, c.Line, f[3])
+					}
+				case docs.LocalCluster:
+					if f[0] != "kubectl" && f[0] != "export" {
+						t.Errorf("%s: %q: the local cluster's blocks run kubectl (and export)", where, c.Line)
+					}
+				case docs.Helm:
+					if f[0] != "helm" {
+						t.Errorf("%s: %q: a helm block holds helm commands only", where, c.Line)
+					}
+				}
+			}
+		}
+	}
+	// The walkthrough is what e2e/suite runs: it must not vanish unnoticed.
+	if counts[docs.LocalCluster] == 0 {
+		t.Errorf("no page has a local-cluster block: the README walkthrough lost its marker")
+	}
+}
+
+func makeTargets(t *testing.T) map[string]bool {
+	t.Helper()
+	f, err := os.Open(page("Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	targets := map[string]bool{}
+	re := regexp.MustCompile(`^([a-z][a-z0-9-]*):`)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			targets[m[1]] = true
+		}
+	}
+	return targets
+}
+
+var (
+	mdLink  = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	heading = regexp.MustCompile(`^#{1,6}\s+(.*)$`)
+)
+
+// anchors are the ids a Markdown renderer (GitHub's) gives the headings of a page.
+func anchors(t *testing.T, p string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	fence := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fence = !fence
+		}
+		if fence {
+			continue
+		}
+		if m := heading.FindStringSubmatch(line); m != nil {
+			var id strings.Builder
+			for _, r := range strings.ToLower(m[1]) {
+				switch {
+				case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+					id.WriteRune(r)
+				case r == ' ':
+					id.WriteRune('-')
+				}
+			}
+			out[id.String()] = true
+		}
+	}
+	return out
+}
+
+// Every relative link leads to a file of the repository, and to a heading of it when
+// it names one.
+func TestLinksResolve(t *testing.T) {
+	for _, p := range allPages(t) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(string(b), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			dest := p
+			if file != "" {
+				dest = filepath.Join(filepath.Dir(p), file)
+			}
+			if _, err := os.Stat(dest); err != nil {
+				t.Errorf("%s: link %q: %v", rel(p), target, err)
+				continue
+			}
+			if anchor != "" && strings.HasSuffix(dest, ".md") && !anchors(t, dest)[anchor] {
+				t.Errorf("%s: link %q: %s has no heading #%s", rel(p), target, rel(dest), anchor)
+			}
+		}
+	}
+}
+
+// The pages speak to a user on their own machine: no path of a development machine,
+// no remark to the team.
+func TestPagesSpeakToUsers(t *testing.T) {
+	machinePath := regexp.MustCompile(`(^|[\s("'=\x60])/(work|home|Users|root)/`)
+	for _, p := range allPages(t) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if machinePath.MatchString(line) {
+				t.Errorf("%s:%d: a path of a development machine: %s", rel(p), i+1, line)
+			}
+		}
+	}
+	team := regexp.MustCompile(`(?i)\bengineers?\b|several of us|\bhere\b|\bthis machine\b`)
+	for _, p := range userPages(t) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if m := team.FindString(line); m != "" {
+				t.Errorf("%s:%d: %q speaks to the team or points nowhere: %s", rel(p), i+1, m, line)
+			}
+		}
+	}
+	readme := read(t, "README.md")
+	if first, _, _ := strings.Cut(readme, "\n"); first != "# nicpool" {
+		t.Errorf("README.md starts with %q, want the title", first)
+	}
+}
+
+// The flag tables of docs/configuration.md are the binaries' own -help, so they
+// cannot drift; go test ./docs -update rewrites them.
+func TestFlagReference(t *testing.T) {
+	set, err := binaries.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "docs/configuration.md"
+	text := read(t, name)
+	for _, bin := range []string{set.Webhook, set.Ipamd} {
+		cmd := exec.Command(bin, "-h")
+		// The defaults of some flags come from the pod's environment.
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s -h: %v\n%s", bin, err, out)
+		}
+		table := flagTable(t, string(out))
+		text = replaceSection(t, text, "flags: "+filepath.Base(bin), table)
+	}
+	compareOrUpdate(t, name, text)
+}
+
+// flagTable renders Go's flag usage as a Markdown table.
+func flagTable(t *testing.T, usage string) string {
+	t.Helper()
+	type flagDoc struct{ name, kind, text string }
+	var flags []flagDoc
+	head := regexp.MustCompile(`^  -(\S+)(?:\s+(\S+))?$`)
+	for _, line := range strings.Split(usage, "\n") {
+		if m := head.FindStringSubmatch(line); m != nil {
+			flags = append(flags, flagDoc{name: m[1], kind: m[2]})
+			continue
+		}
+		if len(flags) > 0 && strings.HasPrefix(line, "    \t") {
+			f := &flags[len(flags)-1]
+			f.text = strings.TrimSpace(f.text + " " + strings.TrimSpace(line))
+		}
+	}
+	if len(flags) == 0 {
+		t.Fatalf("no flag in the usage:\n%s", usage)
+	}
+	def := regexp.MustCompile(` \(default (.*)\)$`)
+	var b strings.Builder
+	b.WriteString("| flag | default | meaning |\n|---|---|---|\n")
+	for _, f := range flags {
+		text, dflt := f.text, ""
+		if m := def.FindStringSubmatchIndex(text); m != nil {
+			dflt, text = text[m[2]:m[3]], text[:m[0]]
+		}
+		flagName := "--" + f.name
+		if f.kind != "" {
+			flagName += " " + f.kind
+		}
+		cell := strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;").Replace
+		d := ""
+		if dflt != "" {
+			d = "`" + strings.Trim(dflt, `"`) + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", flagName, d, cell(text))
+	}
+	return b.String()
+}
+
+// replaceSection puts body between <!-- begin NAME --> and <!-- end NAME -->.
+func replaceSection(t *testing.T, text, name, body string) string {
+	t.Helper()
+	begin, end := "<!-- begin "+name+" -->\n", "<!-- end "+name+" -->"
+	i := strings.Index(text, begin)
+	j := strings.Index(text, end)
+	if i < 0 || j < i {
+		t.Fatalf("the page has no section %q...%q", begin, end)
+	}
+	return text[:i+len(begin)] + body + text[j:]
+}
+
+func compareOrUpdate(t *testing.T, name, want string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(page(name), []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if got := read(t, name); got != want {
+		t.Errorf("%s is stale: run go test ./docs -run %s -update", name, t.Name())
+	}
+}
+
+// backticked are the words of a page written as code.
+func backticked(t *testing.T, name string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	// Inline code only: a fence's backticks would pair with the text's.
+	var prose strings.Builder
+	fence := false
+	for _, line := range strings.Split(read(t, name), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fence = !fence
+			continue
+		}
+		if !fence {
+			prose.WriteString(line + "\n")
+		}
+	}
+	for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(prose.String(), -1) {
+		out[m[1]] = true
+	}
+	return out
+}
+
+// goStrings are the string literals of the non-test Go files under dirs that match re.
+func goStrings(t *testing.T, re *regexp.Regexp, dirs ...string) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	lit := regexp.MustCompile(`"([^"\\]*)"`)
+	for _, d := range dirs {
+		err := filepath.WalkDir(page(d), func(p string, e os.DirEntry, err error) error {
+			if err != nil || e.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for _, m := range lit.FindAllStringSubmatch(string(b), -1) {
+				if re.MatchString(m[1]) {
+					seen[m[1]] = true
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for s := range seen {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Every annotation nicpool reads or writes is in the configuration reference.
+func TestAnnotationReference(t *testing.T) {
+	keys := goStrings(t, regexp.MustCompile(`^[a-z0-9.-]+\.(io|com)/[a-z0-9-]+$`), "crds/annotations")
+	if len(keys) < 5 {
+		t.Fatalf("found only %v in crds/annotations", keys)
+	}
+	documented := backticked(t, "docs/configuration.md")
+	for _, k := range keys {
+		if !documented[k] {
+			t.Errorf("docs/configuration.md does not describe the annotation `%s`", k)
+		}
+	}
+}
+
+// Every field of a pool's and a reserved IP's spec is in the configuration reference.
+func TestPoolFieldReference(t *testing.T) {
+	defs, err := crds.Definitions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := backticked(t, "docs/configuration.md")
+	n := 0
+	for _, d := range defs {
+		if d.Spec.Names.Kind != "SpiderIPPool" && d.Spec.Names.Kind != "SpiderReservedIP" {
+			continue
+		}
+		for _, v := range d.Spec.Versions {
+			spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
+			for field := range spec.Properties {
+				n++
+				if !documented[field] {
+					t.Errorf("docs/configuration.md does not describe %s's spec.%s", d.Spec.Names.Kind, field)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no spec field found in the CRDs")
+	}
+}
+
+// Every key of the CNI ipam section the plugin reads is in the plugin's page.
+func TestCNIKeyReference(t *testing.T) {
+	keys := goStrings(t, regexp.MustCompile(`^[a-z]+(_[a-z0-9]+)+$`), "cniplugin")
+	if !slices.Contains(keys, "default_ipv4_ippool") {
+		t.Fatalf("the plugin's keys were not found: %v", keys)
+	}
+	documented := backticked(t, "docs/cni-plugin.md")
+	for _, k := range keys {
+		if !documented[k] {
+			t.Errorf("docs/cni-plugin.md does not describe the ipam key `%s`", k)
+		}
+	}
+}
+
+// Every metric, alert, Event reason and garbage-collection reason is in the metrics
+// page, and the page names no metric that does not exist.
+func TestMetricsReference(t *testing.T) {
+	const name = "docs/metrics.md"
+	documented := backticked(t, name)
+	metrics := goStrings(t, regexp.MustCompile(`^nicpool_[a-z_]+$`), "ipamd", "webhook", "certs", "cniplugin")
+	if len(metrics) < 10 {
+		t.Fatalf("found only %v", metrics)
+	}
+	for _, m := range metrics {
+		if !documented[m] {
+			t.Errorf("%s does not describe the metric `%s`", name, m)
+		}
+	}
+	for d := range documented {
+		if strings.HasPrefix(d, "nicpool_") && !slices.Contains(metrics, d) {
+			t.Errorf("%s names `%s`, which no binary exports", name, d)
+		}
+	}
+	rules := read(t, "manifests/overlays/monitoring/prometheusrule.yaml")
+	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\S+)$`).FindAllStringSubmatch(rules, -1)
+	if len(alerts) == 0 {
+		t.Fatal("no alert in the PrometheusRule")
+	}
+	for _, a := range alerts {
+		if !documented[a[1]] {
+			t.Errorf("%s does not describe the alert `%s`", name, a[1])
+		}
+	}
+	events := eventReasons(t)
+	for _, r := range events {
+		if !documented[r] {
+			t.Errorf("%s does not describe the Event reason `%s`", name, r)
+		}
+	}
+	gc := regexp.MustCompile(`Reason[A-Za-z]* Reason = "([a-z-]+)"`).FindAllStringSubmatch(read(t, "webhook/gc/decide.go"), -1)
+	if len(gc) == 0 {
+		t.Fatal("no garbage-collection reason in webhook/gc/decide.go")
+	}
+	for _, r := range gc {
+		if !documented[r[1]] {
+			t.Errorf("%s does not describe the garbage-collection reason `%s`", name, r[1])
+		}
+	}
+}
+
+// eventReasons are the reasons of the Events ipamd records on pods.
+func eventReasons(t *testing.T) []string {
+	t.Helper()
+	re := regexp.MustCompile(`s\.event\([a-z]+, "([A-Za-z]+)"`)
+	var out []string
+	files, err := filepath.Glob(page("ipamd/service/*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			if !slices.Contains(out, m[1]) {
+				out = append(out, m[1])
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no Event reason found in ipamd/service")
+	}
+	return out
+}

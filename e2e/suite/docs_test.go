@@ -1,0 +1,98 @@
+package suite
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/nicpool/nicpool/docs"
+	"github.com/nicpool/nicpool/e2e/local"
+	"github.com/nicpool/nicpool/e2e/testenv"
+)
+
+// The README walks a user through the local cluster with kubectl. This spec runs
+// those commands, in order, as the user would after `make up`, and checks that each
+// succeeds and prints what the page shows, up to what differs between runs (UIDs,
+// ages, the addresses other specs left taken, counts).
+var _ = Describe("the README walkthrough", Ordered, func() {
+	It("runs every local-cluster command of the documentation", NodeTimeout(20*time.Minute), func(ctx SpecContext) {
+		root := testenv.RepoRoot()
+		kubectl := filepath.Join(root, "bin", "kubectl")
+		if _, err := os.Stat(kubectl); os.IsNotExist(err) {
+			// `make tools` builds it; a checkout whose tools predate that builds it now.
+			By("building bin/kubectl (hack/tools/build.sh kubectl)")
+			build := exec.CommandContext(ctx, filepath.Join(root, "hack", "tools", "build.sh"), "kubectl")
+			out, err := build.CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), "%s", out)
+		}
+		cmds, err := docs.Commands(root, docs.LocalCluster)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cmds).NotTo(BeEmpty())
+
+		// What `make run` applies besides the pools and network the suite shares.
+		created, err := stack.Apply(ctx, filepath.Join(root, "examples", local.ExampleStatefulSet))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(created).NotTo(BeEmpty())
+		DeferCleanup(func(ctx context.Context) {
+			sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}}
+			Expect(client.IgnoreNotFound(stack.Client.Delete(ctx, sts))).To(Succeed())
+			Eventually(func() []corev1.Pod { return podsOf(ctx, "default", map[string]string{"app": "web"}) }).
+				WithContext(ctx).Should(BeEmpty())
+			// The garbage collector releases the StatefulSet's addresses and endpoints.
+			checkInvariants(ctx)
+		})
+		runningPods(ctx, "default", map[string]string{"app": "web"}, 3)
+
+		env := append(os.Environ(), "KUBECONFIG="+stack.AdminKubeconfig, "PATH="+filepath.Join(root, "bin")+":"+os.Getenv("PATH"))
+		for _, c := range cmds {
+			if strings.HasPrefix(c.Line, "export ") {
+				// The page points KUBECONFIG at the cluster; env already does.
+				continue
+			}
+			By(c.Line)
+			cmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", c.Line)
+			cmd.Env = env
+			out, err := cmd.CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), "%s\n%s", c.Line, out)
+			got := normalise(strings.Split(strings.TrimRight(string(out), "\n"), "\n"))
+			for _, want := range normalise(c.Output) {
+				Expect(got).To(ContainElement(want), "%s printed:\n%s", c.Line, out)
+			}
+		}
+	})
+})
+
+var (
+	uuid      = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	address   = regexp.MustCompile(`\b[0-9a-f]*[:.][0-9a-f:.]+(/[0-9]+)?\b`)
+	number    = regexp.MustCompile(`\b[0-9]+[smhd]?\b`)
+	blankRuns = regexp.MustCompile(`\s+`)
+)
+
+// normalise keeps what a run of the walkthrough shares with the page: names, columns,
+// interfaces and pools, not UIDs, addresses, counts or ages.
+func normalise(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		l = uuid.ReplaceAllString(l, "UID")
+		l = address.ReplaceAllString(l, "ADDR")
+		l = number.ReplaceAllString(l, "N")
+		l = strings.TrimSpace(blankRuns.ReplaceAllString(l, " "))
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
