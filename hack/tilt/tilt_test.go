@@ -361,7 +361,7 @@ var importRE = regexp.MustCompile(`^make (image-import) IMAGE=([a-z0-9-]+) IMAGE
 
 // Mode kubelet needs no Docker: each image of the workloads is built by hack/images
 // through a make target and imported into the nodes (never pushed), rebuilt when a
-// package its binary is built from changes; it applies the overlay the real nodes
+// package its binary is built from or the image builder changes; it applies the overlay the real nodes
 // run (self-managed certificates, no cert-manager), only to the cluster of `make up
 // NODE=kubelet`.
 func TestKubeletModeBuildsImagesWithoutDocker(t *testing.T) {
@@ -408,7 +408,7 @@ func TestKubeletModeBuildsImagesWithoutDocker(t *testing.T) {
 				t.Errorf("custom_build %s: a change in %s/ does not rebuild the image", cb.Ref, dir)
 			}
 		}
-		for _, f := range []string{"go.mod", "go.sum"} {
+		for _, f := range []string{"go.mod", "go.sum", "hack/images"} {
 			if !slices.Contains(cb.Deps, f) {
 				t.Errorf("custom_build %s does not watch %s", cb.Ref, f)
 			}
