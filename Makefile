@@ -50,6 +50,8 @@ test: tools tools-runc build ## everything CI runs: vet, unit and integration te
 	$(GOTEST) -count=1 -timeout 40m ./...
 	@# Modules of their own (heavy dependencies): the monitoring rules against the real binaries.
 	cd e2e/monitoring && $(GO) vet ./... && $(GOTEST) -count=1 -timeout 30m ./...
+	@# The Helm chart with the Helm SDK: same objects as kustomize, install/upgrade/uninstall.
+	cd e2e/helm && $(GO) vet ./... && $(GOTEST) -count=1 -timeout 20m ./...
 
 bench: tools build ## benchmarks (limit test, admission, memory, the scale scenarios); prints figures, asserts nothing timed
 	$(GOTEST) -run '^$$' -bench . -benchmem -benchtime 1x -timeout 60m $$($(GO) list ./... | grep -v '/e2e/scale$$')
@@ -132,5 +134,5 @@ docker-images: ## build the same images with Docker (BuildKit) from build/<image
 	@for c in $(IMAGES); do echo "== $(IMAGE_REPO)/$$c:$(IMAGE_TAG)"; \
 	  DOCKER_BUILDKIT=1 $(DOCKER) build -f build/$$c.Dockerfile -t $(IMAGE_REPO)/$$c:$(IMAGE_TAG) . ; done
 
-manifests: ## regenerate manifests/base's CRDs, webhook configurations and admission policies from crds/yaml and webhook/configs
+manifests: ## regenerate manifests/base's CRDs, webhook configurations and admission policies from crds/yaml and webhook/configs, and the Helm chart charts/nicpool from the kustomizations
 	$(GO) run ./hack/manifests

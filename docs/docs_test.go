@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/nicpool/nicpool/crds"
 	"github.com/nicpool/nicpool/docs"
 	"github.com/nicpool/nicpool/e2e/binaries"
@@ -66,6 +68,7 @@ func TestEveryCommandIsRun(t *testing.T) {
 	for _, k := range manifests.Kustomizations {
 		kustomizations[filepath.Clean(k)] = true
 	}
+	values := chartValues(t)
 	counts := map[docs.Run]int{}
 	for _, p := range userPages(t) {
 		blocks, err := docs.Blocks(p)
@@ -109,8 +112,20 @@ func TestEveryCommandIsRun(t *testing.T) {
 						t.Errorf("%s: %q: the local cluster's blocks run kubectl (and export)", where, c.Line)
 					}
 				case docs.Helm:
-					if f[0] != "helm" {
-						t.Errorf("%s: %q: a helm block holds helm commands only", where, c.Line)
+					// e2e/helm runs these with the Helm SDK on a real API server.
+					if len(f) < 4 || f[0] != "helm" || (f[1] != "install" && f[1] != "upgrade") || f[2] != "nicpool" || filepath.Clean(f[3]) != manifests.ChartDir {
+						t.Errorf("%s: %q: a helm block holds `helm install|upgrade nicpool %s [--set key=value]...`, which e2e/helm runs", where, c.Line, manifests.ChartDir)
+						continue
+					}
+					for i := 4; i < len(f); i += 2 {
+						if f[i] != "--set" || i+1 == len(f) {
+							t.Errorf("%s: %q: only --set key=value options are run by e2e/helm", where, c.Line)
+							break
+						}
+						k, _, _ := strings.Cut(f[i+1], "=")
+						if !values[k] {
+							t.Errorf("%s: %q: the chart has no value %s", where, c.Line, k)
+						}
 					}
 				}
 			}
@@ -120,6 +135,27 @@ func TestEveryCommandIsRun(t *testing.T) {
 	if counts[docs.LocalCluster] == 0 {
 		t.Errorf("no page has a local-cluster block: the README walkthrough lost its marker")
 	}
+}
+
+// chartValues are the dotted paths of the chart's values, leaves included.
+func chartValues(t *testing.T) map[string]bool {
+	t.Helper()
+	var v map[string]any
+	if err := yaml.Unmarshal([]byte(read(t, filepath.Join(manifests.ChartDir, "values.yaml"))), &v); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, x := range m {
+			out[prefix+k] = true
+			if sub, ok := x.(map[string]any); ok {
+				walk(prefix+k+".", sub)
+			}
+		}
+	}
+	walk("", v)
+	return out
 }
 
 func makeTargets(t *testing.T) map[string]bool {

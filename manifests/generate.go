@@ -95,8 +95,9 @@ func cleanYAML(obj any) ([]byte, error) {
 	return yaml.Marshal(u)
 }
 
-// Write writes the generated files under root/Dir, where root is the repository
-// root, and returns the paths it wrote.
+// Write writes the generated files under root/Dir and the Helm chart under
+// root/ChartDir, where root is the repository root, and returns the paths it wrote,
+// relative to root.
 func Write(root string) ([]string, error) {
 	files, err := Generated()
 	if err != nil {
@@ -115,6 +116,36 @@ func Write(root string) ([]string, error) {
 		if err := os.WriteFile(full, files[p], 0o644); err != nil {
 			return nil, err
 		}
+	}
+	for i := range paths {
+		paths[i] = filepath.Join(Dir, paths[i])
+	}
+	// The chart is rendered from the kustomizations, generated files included.
+	chart, err := Chart(root)
+	if err != nil {
+		return nil, fmt.Errorf("chart: %w", err)
+	}
+	// Files of an earlier chart that the manifests no longer produce go.
+	for _, sub := range []string{"templates", "crds"} {
+		old, _ := filepath.Glob(filepath.Join(root, ChartDir, sub, "*.yaml"))
+		for _, f := range old {
+			rel, _ := filepath.Rel(filepath.Join(root, ChartDir), f)
+			if _, ok := chart[rel]; !ok {
+				if err := os.Remove(f); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	for _, p := range ChartFiles(chart) {
+		full := filepath.Join(root, ChartDir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(full, chart[p], 0o644); err != nil {
+			return nil, err
+		}
+		paths = append(paths, filepath.Join(ChartDir, p))
 	}
 	return paths, nil
 }

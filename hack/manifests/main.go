@@ -1,12 +1,12 @@
-// Command manifests writes the generated parts of manifests/base (CRDs and webhook
-// configurations) from their Go sources; `make manifests` runs it from the
+// Command manifests writes the generated parts of manifests/base (CRDs, webhook
+// configurations, admission policies) from their Go sources, and the Helm chart
+// charts/nicpool from the kustomizations; `make manifests` runs it from the
 // repository root.
 package main
 
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/nicpool/nicpool/manifests"
 )
@@ -22,6 +22,6 @@ func main() {
 		os.Exit(1)
 	}
 	for _, p := range paths {
-		fmt.Println("wrote", filepath.Join(manifests.Dir, p))
+		fmt.Println("wrote", p)
 	}
 }
