@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,13 +78,33 @@ func NewScheme() *runtime.Scheme {
 	return s
 }
 
-// RepoRoot is the module root of nicpool, found from this source file.
+// RepoRoot is the module root of nicpool, found from this source file (or, in a
+// binary built with -trimpath, from the working directory).
 func RepoRoot() string {
 	_, file, _, ok := goruntime.Caller(0)
 	if !ok {
 		panic("testenv: cannot locate source file")
 	}
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	if filepath.IsAbs(file) {
+		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	}
+	// Built with -trimpath (`make build`), the source path is the module path, so
+	// the checkout is found from where the command runs: the working directory or the
+	// nearest parent whose go.mod is nicpool's.
+	wd, err := os.Getwd()
+	if err != nil {
+		panic("testenv: cannot locate the checkout: " + err.Error())
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if data, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil {
+			if first, _, _ := strings.Cut(string(data), "\n"); strings.TrimSpace(first) == "module github.com/nicpool/nicpool" {
+				return d
+			}
+		}
+		if filepath.Dir(d) == d {
+			return wd
+		}
+	}
 }
 
 // BinDir is where the control-plane binaries are: $KUBEBUILDER_ASSETS when set,
