@@ -14,27 +14,14 @@ import (
 // tries another block. It is not the pool's exhaustion.
 var ErrFull = errors.New("block has no free address")
 
-// Holds reports whether a record is still held by owner: the same pod (namespace/name)
-// and pod UID, and the same interface unless owner names none. Releases and transfers
-// touch a record only while this holds, so a decision taken on an older copy never
-// frees or moves an address that someone else holds now.
-func Holds(rec v2beta1.PoolIPAllocation, o allocator.Owner) bool {
-	return o.Pod != "" && o.PodUID != "" && rec.Pod == o.Pod && rec.PodUID == o.PodUID &&
-		(o.Interface == "" || rec.Interface == o.Interface)
-}
-
-// owns reports whether a record is owner's allocation: the pod UID and interface an
-// allocation is made for (I2 counts per pod UID and interface).
-func owns(rec v2beta1.PoolIPAllocation, o allocator.Owner) bool {
-	return rec.PodUID == o.PodUID && rec.Interface == o.Interface
-}
-
 // Apply applies ops in order to the status of block blk (modified in place) and
 // returns one result per op and whether the status changed. r decides which of the
 // block's addresses are allocatable; records outside it (spec shrunk, address reserved
 // later) are kept and never handed out again. An allocation takes the first free
 // address after the one handed out last, wrapping around, so a released address is
-// reused as late as the block allows.
+// reused as late as the block allows. Releases and transfers touch a record only while
+// allocator.Owner.Holds says the record is still the owner's, so a decision taken on an
+// older copy never frees or moves an address someone else holds now.
 func Apply(r *allocator.Range, blk netip.Prefix, st *v1alpha1.IPBlockStatus, ops []allocator.Op) ([]allocator.Result, bool) {
 	if st.Allocations == nil {
 		st.Allocations = v2beta1.PoolIPAllocations{}
@@ -47,6 +34,10 @@ func Apply(r *allocator.Range, blk netip.Prefix, st *v1alpha1.IPBlockStatus, ops
 		res := &results[i]
 		switch op.Kind {
 		case allocator.Allocate:
+			if op.Owner.Pod == "" || op.Owner.PodUID == "" || op.Owner.Interface == "" {
+				res.Err = fmt.Errorf("allocate in block %s: owner %+v must name a pod, its UID and an interface", blk, op.Owner)
+				continue
+			}
 			if a, ok := held(recs, op.Owner); ok {
 				res.Addr, res.Existing = a, true
 				continue
@@ -61,7 +52,7 @@ func Apply(r *allocator.Range, blk netip.Prefix, st *v1alpha1.IPBlockStatus, ops
 			res.Addr, changed = a, true
 		case allocator.Release:
 			for key, rec := range recs {
-				if !Holds(rec, op.Owner) {
+				if !op.Owner.Holds(rec) {
 					continue
 				}
 				a, err := netip.ParseAddr(key)
@@ -77,9 +68,11 @@ func Apply(r *allocator.Range, blk netip.Prefix, st *v1alpha1.IPBlockStatus, ops
 			for _, a := range op.Addrs {
 				rec, ok := recs[a.String()]
 				switch {
-				case ok && owns(rec, op.Owner) && rec.Pod == op.Owner.Pod:
+				case op.Owner.Interface == "":
+					res.Err = fmt.Errorf("transfer %s in block %s: no interface named", a, blk)
+				case ok && op.Owner.Holds(rec):
 					res.Changed = append(res.Changed, a)
-				case ok && op.Owner.Interface != "" && Holds(rec, from):
+				case ok && from.Holds(rec):
 					recs[a.String()] = v2beta1.PoolIPAllocation{Pod: op.Owner.Pod, PodUID: op.Owner.PodUID, Interface: op.Owner.Interface}
 					res.Changed = append(res.Changed, a)
 					changed = true
@@ -130,7 +123,7 @@ func next(addrs []netip.Addr, recs v2beta1.PoolIPAllocations, last string) (neti
 func held(recs v2beta1.PoolIPAllocations, o allocator.Owner) (netip.Addr, bool) {
 	var best netip.Addr
 	for key, rec := range recs {
-		if !owns(rec, o) {
+		if !o.Holds(rec) {
 			continue
 		}
 		if a, err := netip.ParseAddr(key); err == nil && (!best.IsValid() || a.Less(best)) {

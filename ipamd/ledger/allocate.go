@@ -70,6 +70,7 @@ func (l *Ledger) Allocate(ctx context.Context, pool string, owner allocator.Owne
 				return Allocation{}, err
 			}
 			if c, ok = l.pick(ctx, ps, v, anywhere); !ok {
+				exhausted.WithLabelValues(pool).Inc()
 				return Allocation{}, &allocator.ExhaustedError{Pool: pool, Family: v.rng.Family, Total: v.rng.Total, Allocated: v.rng.Total, Reserved: v.rng.Reserved}
 			}
 		}
@@ -88,9 +89,13 @@ func (l *Ledger) Allocate(ctx context.Context, pool string, owner allocator.Owne
 		case res[0].Err != nil:
 			return Allocation{}, res[0].Err
 		}
-		ps.mu.Lock()
-		ps.cursor = res[0].Addr
-		ps.mu.Unlock()
+		if c.own {
+			ps.mu.Lock()
+			ps.cursor = res[0].Addr
+			ps.mu.Unlock()
+		} else {
+			borrowed.WithLabelValues(pool).Inc()
+		}
 		return Allocation{Pool: pool, Addr: res[0].Addr, Existing: res[0].Existing}, nil
 	}
 	return Allocation{}, fmt.Errorf("allocate from pool %s: every block tried filled up under %d attempts; try again", pool, maxRounds)
@@ -160,47 +165,57 @@ const (
 func (l *Ledger) pick(ctx context.Context, ps *poolState, v *poolView, where reach) (candidate, bool) {
 	var list ipamv1alpha1.IPBlockList
 	_ = l.opts.Cache.List(ctx, &list, client.MatchingFields{IndexBlockPool: ps.name}, client.UnsafeDisableDeepCopy)
-	cached := map[string]*ipamv1alpha1.IPBlock{}
+	cached := make(map[string]*ipamv1alpha1.IPBlock, len(list.Items))
 	for i := range list.Items {
-		b := &list.Items[i]
-		if b.Spec.Node == l.opts.Node {
+		if b := &list.Items[i]; b.Spec.Node == l.opts.Node {
 			cached[b.Name] = b
-			ps.remember(l.queue(ps.name, b.Name, cidrOf(b)))
 		}
 	}
 	ps.mu.Lock()
-	queues := make([]*queue, 0, len(ps.known))
-	for _, q := range ps.known {
-		queues = append(queues, q)
-	}
 	if !ps.cursor.IsValid() {
 		ps.cursor = lastHandedOut(cached)
 	}
 	cursor := ps.cursor
+	// Blocks the cache has not heard of yet (just claimed) or does not hold (other nodes').
+	var extra []*queue
+	for name, q := range ps.known {
+		if cached[name] == nil {
+			extra = append(extra, q)
+		}
+	}
 	ps.mu.Unlock()
 
 	var own, other []candidate
-	for _, q := range queues {
-		b := q.best(cached[q.name])
+	consider := func(q *queue, c *ipamv1alpha1.IPBlock) {
+		b := q.best(c)
 		if b == nil || b.Status.Free <= 0 {
-			continue
+			return
 		}
-		c := candidate{q: q, cidr: q.cidr, own: b.Spec.Node == l.opts.Node, cached: cached[q.name]}
+		cand := candidate{q: q, cidr: q.cidr, own: b.Spec.Node == l.opts.Node, cached: c}
 		switch {
-		case c.own && where == ahead && cursor.IsValid() && c.cidr.Contains(cursor):
+		case cand.own && where == ahead && cursor.IsValid() && cand.cidr.Contains(cursor):
 			if freeAfter(v, b, cursor) {
-				own = append(own, c)
+				own = append(own, cand)
 			}
-		case c.own && (where == anywhere || !cursor.IsValid() || cursor.Less(c.cidr.Addr())):
-			own = append(own, c)
-		case !c.own && where == anywhere:
-			other = append(other, c)
+		case cand.own && (where == anywhere || !cursor.IsValid() || cursor.Less(cand.cidr.Addr())):
+			own = append(own, cand)
+		case !cand.own && where == anywhere:
+			other = append(other, cand)
 		}
+	}
+	for name, c := range cached {
+		if c.Status.Free > 0 || l.queueIfAny(name) != nil {
+			consider(l.queue(ps.name, name, cidrOf(c)), c)
+		}
+	}
+	for _, q := range extra {
+		consider(q, nil)
 	}
 	sort.Slice(own, func(i, j int) bool { return own[i].cidr.Addr().Less(own[j].cidr.Addr()) })
 	rand.Shuffle(len(other), func(i, j int) { other[i], other[j] = other[j], other[i] })
 	for _, c := range append(own, other...) {
 		if c.q.reserve(c.cached) {
+			ps.remember(c.q)
 			return c, true
 		}
 	}

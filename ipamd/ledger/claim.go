@@ -99,6 +99,7 @@ func (l *Ledger) claim(ctx context.Context, ps *poolState, v *poolView) error {
 		err := l.opts.Client.Create(ctx, b)
 		switch {
 		case err == nil:
+			claims.WithLabelValues(ps.name, "claimed").Inc()
 			b.ManagedFields = nil
 			cs.taken[i], cs.next, cs.misses = true, i+1, 0
 			q := l.queue(ps.name, b.Name, v.layout.At(i))
@@ -112,6 +113,7 @@ func (l *Ledger) claim(ctx context.Context, ps *poolState, v *poolView) error {
 			l.opts.Log.V(1).Info("claimed block", "pool", ps.name, "block", b.Spec.CIDR)
 			return nil
 		case apierrors.IsAlreadyExists(err):
+			claims.WithLabelValues(ps.name, "lost").Inc()
 			cs.taken[i] = true
 			cs.misses++
 			if cs.misses >= jumpAfter {
@@ -167,6 +169,7 @@ func (l *Ledger) listClaimed(ctx context.Context, ps *poolState, v *poolView, cs
 	if err := l.opts.Fresh.List(ctx, list, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(ipamv1alpha1.FieldPool, ps.name)}); err != nil {
 		return fmt.Errorf("list blocks of pool %s: %w", ps.name, err)
 	}
+	lists.WithLabelValues(ps.name, "claimed").Inc()
 	is4 := v.rng.Subnet.Addr().Is4()
 	for _, item := range list.Items {
 		a, ok := block.AddrOfName(item.Name, is4)
@@ -226,6 +229,7 @@ func (l *Ledger) refreshBorrowable(ctx context.Context, ps *poolState) error {
 	if err := l.opts.Fresh.List(ctx, &list, client.MatchingFieldsSelector{Selector: sel}); err != nil {
 		return fmt.Errorf("list blocks of pool %s with free addresses: %w", ps.name, err)
 	}
+	lists.WithLabelValues(ps.name, "room").Inc()
 	for i := range list.Items {
 		b := &list.Items[i]
 		b.ManagedFields = nil

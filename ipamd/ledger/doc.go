@@ -1,7 +1,7 @@
 // Package ledger is the one writer of allocation state. Every allocation, release,
 // transfer, recount and migration of address records, by ipamd and by the garbage
 // collector, goes through it, with one retry policy (retry.go) and one "still held by
-// this owner" rule (block.Holds).
+// this owner" rule (allocator.Owner.Holds).
 //
 // Records live in IPBlocks: small aligned blocks of a pool (ipamd/block). A node
 // allocates inside the blocks it claimed, writing each block with a compare-and-swap

@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 // startCache starts an informer cache of pools, reserved IPs and blocks, with the
 // ledger's indexes: only node's blocks when node is set (as an ipamd watches them),
 // every block otherwise (as the webhook does).
-func startCache(t *testing.T, ctx context.Context, node string) cache.Cache {
+func startCache(t testing.TB, ctx context.Context, node string) cache.Cache {
 	t.Helper()
 	opts := cache.Options{Scheme: env.Scheme, DefaultTransform: cache.TransformStripManagedFields()}
 	if node != "" {

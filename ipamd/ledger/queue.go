@@ -66,6 +66,13 @@ func (l *Ledger) queue(pool, name string, cidr netip.Prefix) *queue {
 	return q
 }
 
+// queueIfAny returns the block's queue if this process has one.
+func (l *Ledger) queueIfAny(name string) *queue {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.queues[name]
+}
+
 // offer records a copy of the block read or written elsewhere, if it is newer.
 func (q *queue) offer(b *ipamv1alpha1.IPBlock) {
 	q.mu.Lock()
@@ -198,11 +205,18 @@ func (l *Ledger) commit(q *queue, batch []*request) {
 		q.mu.Unlock()
 		switch {
 		case err == nil:
+			blockWrites.WithLabelValues(q.pool, "ok").Inc()
+			nops := 0
+			for _, r := range batch {
+				nops += len(r.ops)
+			}
+			opsPerWrite.Observe(float64(nops))
 			obj.ManagedFields = nil
 			q.offer(obj)
 			deliver(batch, results)
 			return
 		case apierrors.IsConflict(err) && attempt < maxAttempts:
+			blockWrites.WithLabelValues(q.pool, "conflict").Inc()
 			time.Sleep(conflictPause(attempt, unit))
 			if _, rerr := l.read(ctx, q); rerr != nil {
 				fail(batch, fmt.Errorf("re-read block %s after a write conflict: %w", q.name, rerr))
@@ -219,6 +233,7 @@ func (l *Ledger) commit(q *queue, batch []*request) {
 			fail(batch, fmt.Errorf("block %s: %w", q.name, errBlockGone))
 			return
 		default:
+			blockWrites.WithLabelValues(q.pool, "error").Inc()
 			serverFailures++
 			if pause, ok := serverRetry(err, serverFailures); ok {
 				time.Sleep(pause)

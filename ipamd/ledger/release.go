@@ -39,7 +39,7 @@ func (l *Ledger) held(ctx context.Context, ps *poolState, v *poolView, owner all
 	var out []netip.Addr
 	for _, b := range blocks {
 		for key, rec := range b.Status.Allocations {
-			if rec.PodUID != owner.PodUID || (owner.Interface != "" && rec.Interface != owner.Interface) {
+			if !owner.Holds(rec) {
 				continue
 			}
 			if a, err := netip.ParseAddr(key); err == nil && !contains(out, a) {
@@ -117,7 +117,7 @@ func (l *Ledger) blocksOf(ctx context.Context, ps *poolState, v *poolView, owner
 // Release removes what owner holds in the pool: the addresses in addrs, wherever their
 // blocks are, or, when addrs is empty, every record of owner (of every interface when
 // owner.Interface is empty) in this node's blocks of the pool. Only records still held
-// by owner (block.Holds) are removed, so a release racing with a reallocation never
+// by owner (allocator.Owner.Holds) are removed, so a release racing with a reallocation never
 // frees an address someone else holds now. It returns what was removed; a pool or block
 // that no longer exists holds nothing.
 func (l *Ledger) Release(ctx context.Context, pool string, owner allocator.Owner, addrs ...netip.Addr) ([]netip.Addr, error) {
