@@ -75,9 +75,7 @@ func (l *Ledger) Allocate(ctx context.Context, pool string, owner allocator.Owne
 			}
 		}
 		res, err := l.do(ctx, c.q, !c.own, allocator.Op{Kind: allocator.Allocate, Owner: owner})
-		c.q.mu.Lock()
-		c.q.reserved--
-		c.q.mu.Unlock()
+		c.q.unreserve()
 		switch {
 		case errors.Is(err, errBlockGone):
 			ps.forget(c.q)
@@ -254,9 +252,17 @@ func (q *queue) best(cached *ipamv1alpha1.IPBlock) *ipamv1alpha1.IPBlock {
 
 func (q *queue) bestLocked(cached *ipamv1alpha1.IPBlock) *ipamv1alpha1.IPBlock {
 	if cached != nil && (q.latest == nil || !newer(q.latest.ResourceVersion, cached.ResourceVersion)) {
+		q.latest = nil // the cache has caught up: it is the newest copy from now on
 		return cached
 	}
 	return q.latest
+}
+
+// unreserve gives back what reserve took.
+func (q *queue) unreserve() {
+	q.mu.Lock()
+	q.reserved--
+	q.mu.Unlock()
 }
 
 // reserve takes room for one allocation if the newest known copy has it.

@@ -71,7 +71,7 @@ func (l *Ledger) claim(ctx context.Context, ps *poolState, v *poolView) error {
 		*cs = claimState{key: v.key, taken: map[uint64]bool{}, claimed: cs.claimed}
 	}
 	ps.mu.Unlock()
-	if !cs.none.IsZero() && time.Since(cs.none) < noneFor {
+	if cs.recentlyNone() {
 		return errNoUnclaimed
 	}
 	count := v.layout.Count()
@@ -91,7 +91,7 @@ func (l *Ledger) claim(ctx context.Context, ps *poolState, v *poolView) error {
 				return err
 			}
 			if i, ok = cs.candidate(count); !ok {
-				cs.none = time.Now()
+				cs.markNone()
 				return errNoUnclaimed
 			}
 		}
@@ -130,6 +130,13 @@ func (l *Ledger) claim(ctx context.Context, ps *poolState, v *poolView) error {
 	}
 	return fmt.Errorf("claim a block of pool %s: %d creates lost to other nodes; try again", ps.name, maxClaimTries)
 }
+
+// recentlyNone reports whether a list showed every block claimed less than noneFor ago.
+func (cs *claimState) recentlyNone() bool {
+	return !cs.none.IsZero() && time.Since(cs.none) < noneFor
+}
+
+func (cs *claimState) markNone() { cs.none = time.Now() }
 
 // candidate returns the next block to try: from the list of free blocks when a list
 // made one, else walking forward from next, else a random one.

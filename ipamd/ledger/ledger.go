@@ -19,7 +19,6 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/block"
-	"github.com/nicpool/nicpool/ipamd/store"
 )
 
 // Errors of requests that a pool refuses.
@@ -45,14 +44,15 @@ type Indexer interface {
 	IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error
 }
 
-// Indexes registers the cache indexes the ledger reads IPBlocks with.
+// Indexes registers the cache indexes the ledger reads IPBlocks with. Components that
+// share a cache may each call it: an index already registered is kept.
 func Indexes(ctx context.Context, idx Indexer) error {
 	if err := idx.IndexField(ctx, &ipamv1alpha1.IPBlock{}, IndexBlockPool, func(o client.Object) []string {
 		return []string{o.(*ipamv1alpha1.IPBlock).Spec.Pool}
-	}); err != nil {
+	}); err != nil && !alreadyIndexed(err) {
 		return err
 	}
-	return idx.IndexField(ctx, &ipamv1alpha1.IPBlock{}, IndexBlockPodUID, func(o client.Object) []string {
+	err := idx.IndexField(ctx, &ipamv1alpha1.IPBlock{}, IndexBlockPodUID, func(o client.Object) []string {
 		b := o.(*ipamv1alpha1.IPBlock)
 		var out []string
 		for _, rec := range b.Status.Allocations {
@@ -62,6 +62,15 @@ func Indexes(ctx context.Context, idx Indexer) error {
 		}
 		return out
 	})
+	if err != nil && !alreadyIndexed(err) {
+		return err
+	}
+	return nil
+}
+
+// alreadyIndexed reports client-go's refusal to register an index name twice.
+func alreadyIndexed(err error) bool {
+	return strings.Contains(err.Error(), "indexer conflict")
 }
 
 // Options configure a Ledger.
@@ -156,9 +165,9 @@ func (l *Ledger) view(ctx context.Context, ps *poolState) (*poolView, error) {
 		v.pool = pool // status and deletion state change without a new generation
 		return &v, nil
 	}
-	set, err := store.ReservedSet(ctx, l.opts.Cache)
+	set, err := ReservedSet(ctx, l.opts.Cache)
 	if err != nil {
-		return nil, fmt.Errorf("read SpiderReservedIPs: %w", err)
+		return nil, err
 	}
 	rng, err := allocator.NewRange(pool, set)
 	if err != nil {

@@ -15,8 +15,10 @@ import (
 // List returns every allocation record of the cluster, sorted by pool and address:
 // the records of every IPBlock, and those of pools not migrated yet (status.allocatedIPs).
 // It is the one place that knows where records are; the invariant checker, the garbage
-// collector and kubectl-nicpool read through it. Records whose key is not an address
-// are left out and reported in the second result, for checkers.
+// collector and kubectl-nicpool read through it. What is wrong with how records are
+// written (a key that is not an address, a record outside its block, a block whose
+// counts disagree with its records, an address in two places) is reported in the
+// second result, for checkers; such records are left out or listed once.
 func List(ctx context.Context, r client.Reader) ([]Record, []error, error) {
 	var blocks ipamv1alpha1.IPBlockList
 	if err := r.List(ctx, &blocks); err != nil {
@@ -28,14 +30,34 @@ func List(ctx context.Context, r client.Reader) ([]Record, []error, error) {
 	}
 	var out []Record
 	var bad []error
+	where := map[string]string{} // "pool/address" → the object that records it
+	add := func(r Record, in string) {
+		k := r.Pool + "/" + r.Addr.String()
+		if prev, dup := where[k]; dup {
+			bad = append(bad, fmt.Errorf("I3: %s of pool %s is recorded in %s and in %s", r.Addr, r.Pool, prev, in))
+			return
+		}
+		where[k] = in
+		out = append(out, r)
+	}
 	for _, b := range blocks.Items {
+		cidr, err := netip.ParsePrefix(b.Spec.CIDR)
+		if err != nil {
+			bad = append(bad, fmt.Errorf("IPBlock %s: spec.cidr %q is not a CIDR", b.Name, b.Spec.CIDR))
+		}
+		if b.Status.Allocated != int64(len(b.Status.Allocations)) {
+			bad = append(bad, fmt.Errorf("IPBlock %s: status.allocated is %d but %d addresses are recorded", b.Name, b.Status.Allocated, len(b.Status.Allocations)))
+		}
 		for key, rec := range b.Status.Allocations {
 			a, err := netip.ParseAddr(key)
 			if err != nil {
 				bad = append(bad, fmt.Errorf("IPBlock %s: record key %q is not an address", b.Name, key))
 				continue
 			}
-			out = append(out, Record{Pool: b.Spec.Pool, Addr: a, Holder: rec, Block: b.Name, Node: b.Spec.Node})
+			if cidr.IsValid() && !cidr.Contains(a) {
+				bad = append(bad, fmt.Errorf("IPBlock %s: %s is outside the block's %s", b.Name, a, cidr))
+			}
+			add(Record{Pool: b.Spec.Pool, Addr: a, Holder: rec, Block: b.Name, Node: b.Spec.Node}, "IPBlock "+b.Name)
 		}
 	}
 	for _, p := range pools.Items {
@@ -45,7 +67,7 @@ func List(ctx context.Context, r client.Reader) ([]Record, []error, error) {
 				bad = append(bad, fmt.Errorf("pool %s: record key %q is not an address", p.Name, key))
 				continue
 			}
-			out = append(out, Record{Pool: p.Name, Addr: a, Holder: rec})
+			add(Record{Pool: p.Name, Addr: a, Holder: rec}, "the status of pool "+p.Name)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -37,7 +37,8 @@ func (l *Ledger) migrate(ctx context.Context, ps *poolState) error {
 		if len(p.Status.AllocatedIPs) == 0 {
 			return nil
 		}
-		if err := l.Import(ctx, p, p.Status.AllocatedIPs); err != nil {
+		// The records are of pods on every node: the blocks belong to none.
+		if err := l.importRecords(ctx, p, p.Status.AllocatedIPs, ""); err != nil {
 			return fmt.Errorf("migrate the records of pool %s into blocks: %w", p.Name, err)
 		}
 		p.Status.AllocatedIPs = nil
@@ -57,9 +58,14 @@ func (l *Ledger) migrate(ctx context.Context, ps *poolState) error {
 
 // Import writes records of the pool into its blocks: each address's record becomes
 // what recs says, whoever held it in the block before; blocks that do not exist are
-// created without a node. It is how records written elsewhere (the older layout,
-// another IPAM) enter the ledger, and it is idempotent.
+// created for this ledger's node (none for a cluster-level ledger). It is how records
+// written elsewhere (another IPAM, test fixtures) enter the ledger, and it is
+// idempotent.
 func (l *Ledger) Import(ctx context.Context, pool *v2beta1.SpiderIPPool, recs v2beta1.PoolIPAllocations) error {
+	return l.importRecords(ctx, pool, recs, l.opts.Node)
+}
+
+func (l *Ledger) importRecords(ctx context.Context, pool *v2beta1.SpiderIPPool, recs v2beta1.PoolIPAllocations, node string) error {
 	subnet, err := netip.ParsePrefix(pool.Spec.Subnet)
 	if err != nil {
 		return fmt.Errorf("pool %s spec.subnet %q: %w", pool.Name, pool.Spec.Subnet, err)
@@ -90,7 +96,7 @@ func (l *Ledger) Import(ctx context.Context, pool *v2beta1.SpiderIPPool, recs v2
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			if err := l.importBlock(ctx, v, blk, part); err != nil {
+			if err := l.importBlock(ctx, v, blk, part, node); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -102,13 +108,13 @@ func (l *Ledger) Import(ctx context.Context, pool *v2beta1.SpiderIPPool, recs v2
 }
 
 // importBlock writes recs into one block, creating it when it does not exist.
-func (l *Ledger) importBlock(ctx context.Context, v *poolView, blk netip.Prefix, recs v2beta1.PoolIPAllocations) error {
+func (l *Ledger) importBlock(ctx context.Context, v *poolView, blk netip.Prefix, recs v2beta1.PoolIPAllocations, node string) error {
 	name := block.Name(v.pool.Name, blk)
 	q := l.queue(v.pool.Name, name, blk)
 	create := true // most blocks of a pool being migrated do not exist yet
 	for attempt := 1; attempt <= maxAttempts; attempt++ {
 		if create {
-			b := newBlock(v, blk, "")
+			b := newBlock(v, blk, node)
 			b.Status.Allocations = recs
 			setCounts(v, blk, b)
 			err := l.opts.Client.Create(ctx, b)

@@ -93,10 +93,7 @@ func (l *Ledger) current(ctx context.Context, q *queue) (*ipamv1alpha1.IPBlock, 
 	err := l.opts.Cache.Get(ctx, client.ObjectKey{Name: q.name}, cached, client.UnsafeDisableDeepCopy)
 	switch {
 	case err == nil:
-		if latest != nil && newer(latest.ResourceVersion, cached.ResourceVersion) {
-			return latest, nil
-		}
-		return cached, nil
+		return q.best(cached), nil
 	case !apierrors.IsNotFound(err):
 		return nil, err
 	case latest != nil:

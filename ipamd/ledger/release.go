@@ -73,13 +73,12 @@ func (l *Ledger) blocksOf(ctx context.Context, ps *poolState, v *poolView, owner
 	}
 	ps.mu.Unlock()
 	for _, q := range queues {
-		q.mu.Lock()
-		b := q.latest
-		q.mu.Unlock()
-		if b == nil || byName[q.name] != nil || b.Spec.Node != l.opts.Node {
+		if byName[q.name] != nil {
 			continue
 		}
-		byName[q.name] = b
+		if b := l.ownCopy(ctx, q); b != nil {
+			byName[q.name] = b
+		}
 	}
 	for _, a := range hints {
 		if !v.rng.Subnet.Contains(a) {
@@ -112,6 +111,21 @@ func (l *Ledger) blocksOf(ctx context.Context, ps *poolState, v *poolView, owner
 		out = append(out, b)
 	}
 	return out, nil
+}
+
+// ownCopy returns the newest copy of one of this node's blocks: the one this process
+// wrote when the cache has not caught up with it, else the cached one; nil when the
+// block is not this node's or this process knows no copy.
+func (l *Ledger) ownCopy(ctx context.Context, q *queue) *ipamv1alpha1.IPBlock {
+	cached := &ipamv1alpha1.IPBlock{}
+	if err := l.opts.Cache.Get(ctx, client.ObjectKey{Name: q.name}, cached, client.UnsafeDisableDeepCopy); err != nil {
+		cached = nil
+	}
+	b := q.best(cached)
+	if b == nil || b.Spec.Node != l.opts.Node {
+		return nil
+	}
+	return b
 }
 
 // Release removes what owner holds in the pool: the addresses in addrs, wherever their
