@@ -38,6 +38,7 @@ import (
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/daemon"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 	nicwebhook "github.com/nicpool/nicpool/webhook"
 	"github.com/nicpool/nicpool/webhook/configs"
 	"github.com/nicpool/nicpool/webhook/gc"
@@ -331,8 +332,12 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 	if err := e.Client.Get(ctx, client.ObjectKey{Name: poolName}, p); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Status.AllocatedIPs[addr]; got.Pod != ns+"/"+podName || got.PodUID != string(pod.UID) || got.Interface != "eth0" {
-		t.Errorf("pool status records %s as %+v", addr, got)
+	recs, err := ledger.PoolRecords(ctx, e.Client, poolName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recs[addr]; got.Pod != ns+"/"+podName || got.PodUID != string(pod.UID) || got.Interface != "eth0" {
+		t.Errorf("the pool's blocks record %s as %+v", addr, got)
 	}
 	ep := &v2beta1.SpiderEndpoint{}
 	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: podName}, ep); err != nil {
@@ -366,12 +371,12 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the garbage collector releases the address and deletes the endpoint", func(ctx context.Context) (bool, error) {
-		p := &v2beta1.SpiderIPPool{}
-		if err := e.Client.Get(ctx, client.ObjectKey{Name: poolName}, p); err != nil {
+		recs, err := ledger.PoolRecords(ctx, e.Client, poolName)
+		if err != nil {
 			return false, err
 		}
-		_, held := p.Status.AllocatedIPs[addr]
-		err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: podName}, &v2beta1.SpiderEndpoint{})
+		_, held := recs[addr]
+		err = e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: podName}, &v2beta1.SpiderEndpoint{})
 		return !held && apierrors.IsNotFound(err), nil
 	})
 

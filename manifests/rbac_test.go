@@ -62,10 +62,12 @@ func join(lists ...[]request) []request {
 }
 
 const (
-	pools     = "spiderippools"
-	endpoints = "spiderendpoints"
-	reserved  = "spiderreservedips"
-	spider    = "spiderpool.spidernet.io"
+	pools       = "spiderippools"
+	endpoints   = "spiderendpoints"
+	reserved    = "spiderreservedips"
+	spider      = "spiderpool.spidernet.io"
+	blocks      = "ipblocks"
+	nicpoolIPAM = "ipam.nicpool.io"
 	// A namespace of the cluster's workloads, where pods, endpoints and events live.
 	tenant = "tenant-a"
 )
@@ -73,8 +75,9 @@ const (
 var read = []string{"get", "list", "watch"}
 
 // What the webhook Deployment does, whatever its certificate source: admission views
-// and the garbage collector's caches, pool finalizers and status, endpoint deletion,
-// leader election in its namespace, events.
+// and the garbage collector's caches, pool finalizers and counts, releases in IPBlocks
+// and deletion of a deleted pool's empty blocks, endpoint deletion, leader election in
+// its namespace, events.
 var webhookNeeds = join(
 	each(read, "", "pods", "", "", ""),
 	each(read, "", "namespaces", "", "", ""),
@@ -84,6 +87,7 @@ var webhookNeeds = join(
 	each([]string{"get", "update", "patch"}, spider, pools, "status", "", ""),
 	each([]string{"get", "list", "watch", "delete"}, spider, endpoints, "", tenant, ""),
 	each(read, spider, reserved, "", "", ""),
+	each([]string{"get", "list", "watch", "create", "patch", "delete"}, nicpoolIPAM, blocks, "", "", ""),
 	each([]string{"get", "list", "watch", "create", "update"}, "coordination.k8s.io", "leases", "", namespace, ""),
 	each([]string{"create", "patch"}, "", "events", "", tenant, ""),
 	each([]string{"create", "patch"}, "events.k8s.io", "events", "", tenant, ""),
@@ -100,9 +104,10 @@ var selfManagedNeeds = join(
 	each([]string{"list", "watch"}, "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", ""),
 )
 
-// What ipamd does on every node: caches of its node, its node's pods, namespaces,
-// pools, reserved IPs, endpoints and StatefulSets; pool allocations (status);
-// SpiderEndpoints of its pods; events.
+// What ipamd does on every node: caches of its node, its node's pods, endpoints and
+// IPBlocks, namespaces, pools, reserved IPs and StatefulSets; allocations in IPBlocks
+// (claims with create, records with patch); the move of a pool's older records into
+// blocks (pool status); SpiderEndpoints of its pods; events.
 var ipamdNeeds = join(
 	each(read, "", "pods", "", "", ""),
 	each(read, "", "nodes", "", "", ""),
@@ -112,6 +117,7 @@ var ipamdNeeds = join(
 	each([]string{"get", "update", "patch"}, spider, pools, "status", "", ""),
 	each(read, spider, reserved, "", "", ""),
 	each([]string{"get", "list", "watch", "create", "update", "patch", "delete"}, spider, endpoints, "", tenant, ""),
+	each([]string{"get", "list", "watch", "create", "patch"}, nicpoolIPAM, blocks, "", "", ""),
 	each([]string{"create", "patch"}, "", "events", "", tenant, ""),
 	each([]string{"create", "patch"}, "events.k8s.io", "events", "", tenant, ""),
 )
@@ -153,10 +159,11 @@ var certManagerWebhookMayNot = join(
 )
 
 // ipamd is a node daemon: it writes only allocations and endpoints, never pool
-// specs, and reads no Secret at all.
+// specs, deletes no block, and reads no Secret at all.
 var ipamdMayNot = join(
 	each([]string{"get", "list", "watch"}, "", "secrets", "", namespace, ""),
 	each([]string{"update", "patch"}, spider, pools, "", "", ""),
+	each([]string{"delete", "update"}, nicpoolIPAM, blocks, "", "", ""),
 	each([]string{"get", "update"}, "coordination.k8s.io", "leases", "", namespace, ""),
 	each([]string{"update"}, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", "nicpool-mutating"),
 )

@@ -12,7 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/webhook/capacity"
 	"github.com/nicpool/nicpool/webhook/configs"
 	"github.com/nicpool/nicpool/webhook/lookup"
@@ -30,27 +32,29 @@ const (
 	ValidateReservedIP = "validate-spiderreservedip"
 )
 
-// Permissions of the admission webhooks and the totalIPCount controller (the
-// garbage collector, certs and leader election declare their own).
+// Permissions of the admission webhooks and the pool counts controller (the garbage
+// collector, certs and leader election declare their own).
 //
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderippools,verbs=get;list;watch
-// +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderippools/status,verbs=get;patch
+// +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderippools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=ipam.nicpool.io,resources=ipblocks,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderendpoints,verbs=get;list;watch
 // +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderreservedips,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// NewScheme returns the scheme nicpool's webhook serves: core Kubernetes types and
-// spiderpool.spidernet.io/v2beta1.
+// NewScheme returns the scheme nicpool's webhook serves: core Kubernetes types,
+// spiderpool.spidernet.io/v2beta1 and nicpool's ipam.nicpool.io/v1alpha1.
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(v2beta1.AddToScheme(s))
+	utilruntime.Must(ipamv1alpha1.AddToScheme(s))
 	return s
 }
 
 // Setup registers every nicpool webhook on the manager's webhook server, feeds the
-// admission views from the manager's cache, adds the pool totalIPCount controller and
+// admission views from the manager's cache, adds the pool counts controller and
 // the pool capacity gauges, and adds readiness checks that pass once the views are
 // synced and the webhook server serves. It returns the views.
 func Setup(ctx context.Context, mgr manager.Manager) (*lookup.Views, error) {
@@ -78,8 +82,9 @@ func Setup(ctx context.Context, mgr manager.Manager) (*lookup.Views, error) {
 	}
 	register(configs.MutateReservedIPPath, MutateReservedIP, admission.WithDefaulter[*v2beta1.SpiderReservedIP](scheme, pool.ReservedDefaulter{}).Handler)
 	register(configs.ValidateReservedIPPath, ValidateReservedIP, admission.WithValidator[*v2beta1.SpiderReservedIP](scheme, pool.ReservedValidator{}).Handler)
-	if err := (&pool.TotalCounter{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("pool totalIPCount controller: %w", err)
+	counts := ledger.New(ledger.Options{Cache: mgr.GetClient(), Client: mgr.GetClient(), Fresh: mgr.GetAPIReader(), Log: mgr.GetLogger().WithName("ledger")})
+	if err := pool.NewCounter(counts).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("pool counts controller: %w", err)
 	}
 	if err := capacity.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("pool capacity gauges: %w", err)

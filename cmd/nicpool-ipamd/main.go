@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
@@ -110,13 +111,16 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler) {
 	}
 }
 
-// scheme knows core Kubernetes types and spiderpool's.
+// scheme knows core Kubernetes types, spiderpool's and nicpool's IPBlock.
 func scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	if err := v2beta1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := ipamv1alpha1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	return s

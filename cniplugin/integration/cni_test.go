@@ -17,6 +17,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,7 @@ import (
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 func TestAddPutsTheAddressOnTheInterfaceWithADefaultRoute(t *testing.T) {
@@ -410,24 +412,32 @@ func TestTwoPodsOnOneParentTalkTCP(t *testing.T) {
 }
 
 // editPool changes the pool's allocations behind ipamd's back, as an operator editing
-// the pool (or a buggy controller) would.
+// the pool's blocks (or a buggy controller) would.
 func editPool(t *testing.T, pool string, edit func(v2beta1.PoolIPAllocations)) {
 	t.Helper()
 	ctx := context.Background()
 	c := suite.env.Client
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var obj v2beta1.SpiderIPPool
-		if err := c.Get(ctx, client.ObjectKey{Name: pool}, &obj); err != nil {
-			return err
+	before := allocations(t, pool)
+	after := v2beta1.PoolIPAllocations{}
+	for a, rec := range before {
+		after[a] = rec
+	}
+	edit(after)
+	l := ledger.New(ledger.Options{Cache: c, Client: c, Fresh: c, Log: logr.Discard()})
+	var gone []ledger.Record
+	for a, rec := range before {
+		if after[a] != rec {
+			gone = append(gone, ledger.Record{Pool: pool, Addr: netip.MustParseAddr(a), Holder: rec})
 		}
-		if obj.Status.AllocatedIPs == nil {
-			obj.Status.AllocatedIPs = v2beta1.PoolIPAllocations{}
-		}
-		edit(obj.Status.AllocatedIPs)
-		obj.Status.AllocatedIPCount = ptr.To(int64(len(obj.Status.AllocatedIPs)))
-		return c.Status().Update(ctx, &obj)
-	})
-	if err != nil {
+	}
+	if _, err := l.ReleaseRecords(ctx, gone); err != nil {
+		t.Fatalf("edit pool %s: %v", pool, err)
+	}
+	var p v2beta1.SpiderIPPool
+	if err := c.Get(ctx, client.ObjectKey{Name: pool}, &p); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Import(ctx, &p, after); err != nil {
 		t.Fatalf("edit pool %s: %v", pool, err)
 	}
 }

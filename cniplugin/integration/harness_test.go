@@ -20,11 +20,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 // podInterface is the interface every test pod gets from the macvlan network, as
@@ -343,14 +343,15 @@ func createPool(t testing.TB, pool *v2beta1.SpiderIPPool, gateway string) *v2bet
 	return pool
 }
 
-// allocations is the pool's status.allocatedIPs as the API server has it.
+// allocations is what the pool's addresses are allocated to, as the API server has it
+// (the pool's IPBlocks, read through the ledger's listing).
 func allocations(t *testing.T, pool string) v2beta1.PoolIPAllocations {
 	t.Helper()
-	var p v2beta1.SpiderIPPool
-	if err := suite.env.Client.Get(context.Background(), client.ObjectKey{Name: pool}, &p); err != nil {
-		t.Fatalf("get pool %s: %v", pool, err)
+	recs, err := ledger.PoolRecords(context.Background(), suite.env.Client, pool)
+	if err != nil {
+		t.Fatalf("read the records of pool %s: %v", pool, err)
 	}
-	return p.Status.AllocatedIPs
+	return recs
 }
 
 // eventually polls cond until it holds or the timeout passes: ipamd's caches and

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/annotations"
-	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 // PodInterface is one interface of a pod as Multus reported it, with the pools its
@@ -75,15 +75,13 @@ func NetworkStatus(p *corev1.Pod) ([]nadv1.NetworkStatus, error) {
 }
 
 func (s *Stack) poolOfAddress(ctx context.Context) (map[string]string, error) {
-	pools := &v2beta1.SpiderIPPoolList{}
-	if err := s.Client.List(ctx, pools); err != nil {
+	recs, _, err := ledger.List(ctx, s.Client)
+	if err != nil {
 		return nil, err
 	}
 	owner := map[string]string{}
-	for _, pool := range pools.Items {
-		for addr := range pool.Status.AllocatedIPs {
-			owner[addr] = pool.Name
-		}
+	for _, r := range recs {
+		owner[r.Addr.String()] = r.Pool
 	}
 	return owner, nil
 }

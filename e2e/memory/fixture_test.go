@@ -9,13 +9,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/ipamd/service"
 )
 
@@ -127,23 +128,27 @@ func populate(tb testing.TB, c client.Client, f fixture) {
 		}
 		return nil
 	})
+	// Each node's records go into blocks of that node, as its ADDs would have written
+	// them (a block whose addresses several nodes took is the first one's).
 	for p := range f.Pools {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			pool := &v2beta1.SpiderIPPool{}
-			if err := c.Get(ctx, client.ObjectKey{Name: f.pool(p)}, pool); err != nil {
-				return err
+		pool := &v2beta1.SpiderIPPool{}
+		if err := c.Get(ctx, client.ObjectKey{Name: f.pool(p)}, pool); err != nil {
+			tb.Fatal(err)
+		}
+		byNode := map[string]v2beta1.PoolIPAllocations{}
+		for i := range f.PerPool {
+			n := f.node(i)
+			if byNode[n] == nil {
+				byNode[n] = v2beta1.PoolIPAllocations{}
 			}
-			pool.Status.AllocatedIPs = make(v2beta1.PoolIPAllocations, f.PerPool)
-			for i := range f.PerPool {
-				pool.Status.AllocatedIPs[f.address(p, i).String()] = v2beta1.PoolIPAllocation{
-					Pod: f.namespace() + "/" + f.pod(p, i), PodUID: uids[p*f.PerPool+i], Interface: "eth0"}
+			byNode[n][f.address(p, i).String()] = v2beta1.PoolIPAllocation{
+				Pod: f.namespace() + "/" + f.pod(p, i), PodUID: uids[p*f.PerPool+i], Interface: "eth0"}
+		}
+		for n, recs := range byNode {
+			l := ledger.New(ledger.Options{Node: n, Cache: c, Client: c, Fresh: c, Log: logr.Discard()})
+			if err := l.Import(ctx, pool, recs); err != nil {
+				tb.Fatalf("write the blocks of pool %s: %v", f.pool(p), err)
 			}
-			allocated, total := int64(f.PerPool), int64(f.PerPool+f.Free)
-			pool.Status.AllocatedIPCount, pool.Status.TotalIPCount = &allocated, &total
-			return c.Status().Update(ctx, pool)
-		})
-		if err != nil {
-			tb.Fatalf("write status.allocatedIPs of pool %s: %v", f.pool(p), err)
 		}
 	}
 }

@@ -16,10 +16,10 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nicpool/nicpool/crds/annotations"
-	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 // goalMiB is the design's bound on each binary's resident memory.
@@ -115,11 +115,11 @@ func TestBinariesStartAndAnswer(t *testing.T) {
 	if addr.Less(f.address(0, f.PerPool)) || f.address(0, f.PerPool+f.Free-1).Less(addr) {
 		t.Errorf("ADD gave %s, want one of the %d free addresses from %s", addr, f.Free, f.address(0, f.PerPool))
 	}
-	pool := &v2beta1.SpiderIPPool{}
-	if err := c.Get(ctx, client.ObjectKey{Name: f.pool(0)}, pool); err != nil {
+	recs, err := ledger.PoolRecords(ctx, c, f.pool(0))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if rec := pool.Status.AllocatedIPs[addr.String()]; rec.PodUID != string(pod.UID) || rec.Interface != "eth0" {
+	if rec := recs[addr.String()]; rec.PodUID != string(pod.UID) || rec.Interface != "eth0" {
 		t.Errorf("pool %s records %s as %+v, want pod %s eth0", f.pool(0), addr, rec, pod.UID)
 	}
 

@@ -3,7 +3,6 @@ package suite
 import (
 	"context"
 	"fmt"
-	"net/netip"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,10 +13,12 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/local"
 	"github.com/nicpool/nicpool/ipamd/invariants"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 // checkInvariants waits for the cluster to settle (GC converged) and then asserts
-// design.md's invariants with ipamd's checker (I1–I4 over pools, endpoints and pods),
+// design.md's invariants with ipamd's checker (I1–I4 over allocation records,
+// endpoints and pods),
 // plus what a user sees on the pods: every address Multus reported on a running pod
 // is allocated to that pod and interface, and no record is left for a pod that is gone.
 func checkInvariants(ctx context.Context) {
@@ -29,16 +30,19 @@ func checkInvariants(ctx context.Context) {
 }
 
 func invariantViolations(ctx context.Context) []string {
-	pools := &v2beta1.SpiderIPPoolList{}
+	records, malformed, err := ledger.List(ctx, stack.Client)
+	Expect(err).NotTo(HaveOccurred())
 	endpoints := &v2beta1.SpiderEndpointList{}
 	pods := &corev1.PodList{}
 	sets := &appsv1.StatefulSetList{}
-	Expect(stack.Client.List(ctx, pools)).To(Succeed())
 	Expect(stack.Client.List(ctx, endpoints)).To(Succeed())
 	Expect(stack.Client.List(ctx, pods)).To(Succeed())
 	Expect(stack.Client.List(ctx, sets)).To(Succeed())
 
 	var bad []string
+	for _, err := range malformed {
+		bad = append(bad, err.Error())
+	}
 	livePods := map[string]*corev1.Pod{}
 	for i := range pods.Items {
 		livePods[string(pods.Items[i].UID)] = &pods.Items[i]
@@ -62,31 +66,27 @@ func invariantViolations(ctx context.Context) []string {
 	type nic struct{ uid, iface string }
 	perNIC := map[nic]map[bool]string{}
 	owner := map[string]string{}
-	for _, p := range pools.Items {
-		for addr, a := range p.Status.AllocatedIPs {
-			if a.Interface == "" {
-				bad = append(bad, fmt.Sprintf("I1: pool %s records %s without interface", p.Name, addr))
-			}
-			if prev, ok := owner[addr]; ok {
-				bad = append(bad, fmt.Sprintf("I3: %s allocated in pool %s and pool %s", addr, prev, p.Name))
-			}
-			owner[addr] = p.Name
-			ip, err := netip.ParseAddr(addr)
-			if err != nil {
-				bad = append(bad, fmt.Sprintf("pool %s records unparsable address %q", p.Name, addr))
-				continue
-			}
-			k := nic{a.PodUID, a.Interface}
-			if perNIC[k] == nil {
-				perNIC[k] = map[bool]string{}
-			}
-			if prev, ok := perNIC[k][ip.Is4()]; ok {
-				bad = append(bad, fmt.Sprintf("I2: pod %s (%s) %s holds %s and %s", a.Pod, a.PodUID, a.Interface, prev, addr))
-			}
-			perNIC[k][ip.Is4()] = addr
-			if _, live := livePods[a.PodUID]; !live && !(returning[a.Pod] && endpointUID[a.Pod] == a.PodUID) {
-				bad = append(bad, fmt.Sprintf("I4: %s in pool %s belongs to pod %s (%s), which is gone", addr, p.Name, a.Pod, a.PodUID))
-			}
+	held := map[string]v2beta1.PoolIPAllocation{}
+	for _, r := range records {
+		addr, a, ip := r.Addr.String(), r.Holder, r.Addr
+		if a.Interface == "" {
+			bad = append(bad, fmt.Sprintf("I1: pool %s records %s without interface", r.Pool, addr))
+		}
+		if prev, ok := owner[addr]; ok {
+			bad = append(bad, fmt.Sprintf("I3: %s allocated in pool %s and pool %s", addr, prev, r.Pool))
+		}
+		owner[addr] = r.Pool
+		held[addr] = a
+		k := nic{a.PodUID, a.Interface}
+		if perNIC[k] == nil {
+			perNIC[k] = map[bool]string{}
+		}
+		if prev, ok := perNIC[k][ip.Is4()]; ok {
+			bad = append(bad, fmt.Sprintf("I2: pod %s (%s) %s holds %s and %s", a.Pod, a.PodUID, a.Interface, prev, addr))
+		}
+		perNIC[k][ip.Is4()] = addr
+		if _, live := livePods[a.PodUID]; !live && !(returning[a.Pod] && endpointUID[a.Pod] == a.PodUID) {
+			bad = append(bad, fmt.Sprintf("I4: %s in pool %s belongs to pod %s (%s), which is gone", addr, r.Pool, a.Pod, a.PodUID))
 		}
 	}
 	if stack.IPAM != local.IPAMNicpool {
@@ -99,7 +99,7 @@ func invariantViolations(ctx context.Context) []string {
 		statuses, _ := local.NetworkStatus(p)
 		for _, st := range statuses {
 			for _, addr := range st.IPs {
-				a, ok := allocation(pools, addr)
+				a, ok := held[addr]
 				if !ok || a.PodUID != string(p.UID) || a.Interface != st.Interface {
 					bad = append(bad, fmt.Sprintf("I4: running pod %s/%s has %s on %s, not allocated to it (%+v)", p.Namespace, p.Name, addr, st.Interface, a))
 				}
@@ -107,15 +107,6 @@ func invariantViolations(ctx context.Context) []string {
 		}
 	}
 	return bad
-}
-
-func allocation(pools *v2beta1.SpiderIPPoolList, addr string) (v2beta1.PoolIPAllocation, bool) {
-	for _, p := range pools.Items {
-		if a, ok := p.Status.AllocatedIPs[addr]; ok {
-			return a, true
-		}
-	}
-	return v2beta1.PoolIPAllocation{}, false
 }
 
 func replicas(s *appsv1.StatefulSet) int32 {

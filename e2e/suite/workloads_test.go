@@ -18,6 +18,7 @@ import (
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/local"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 // unnamedTwoNICs selects eth0's and net1's dual-stack pools without naming the
@@ -95,14 +96,12 @@ func runningPod(ctx context.Context, ns, name string, notUID types.UID) *corev1.
 // (ns/name), whatever its UID.
 func allocationsOf(ctx context.Context, pod string) []string {
 	GinkgoHelper()
-	pools := &v2beta1.SpiderIPPoolList{}
-	Expect(stack.Client.List(ctx, pools)).To(Succeed())
+	records, _, err := ledger.List(ctx, stack.Client)
+	Expect(err).NotTo(HaveOccurred())
 	var out []string
-	for _, p := range pools.Items {
-		for addr, a := range p.Status.AllocatedIPs {
-			if a.Pod == pod {
-				out = append(out, fmt.Sprintf("%s %s %s", p.Name, addr, a.Interface))
-			}
+	for _, r := range records {
+		if r.Holder.Pod == pod {
+			out = append(out, fmt.Sprintf("%s %s %s", r.Pool, r.Addr, r.Holder.Interface))
 		}
 	}
 	sort.Strings(out)

@@ -17,9 +17,10 @@ var ErrFull = errors.New("block has no free address")
 // Apply applies ops in order to the status of block blk (modified in place) and
 // returns one result per op and whether the status changed. r decides which of the
 // block's addresses are allocatable; records outside it (spec shrunk, address reserved
-// later) are kept and never handed out again. An allocation takes the first free
-// address after the one handed out last, wrapping around, so a released address is
-// reused as late as the block allows. Releases and transfers touch a record only while
+// later) are kept and never handed out again. An allocation takes, by r.Order, the
+// first free address after the one handed out last in the block, wrapping around, so
+// a released address is reused as late as the block allows (allocator.NextAfterLast),
+// or the lowest free one (allocator.Lowest). Releases and transfers touch a record only while
 // allocator.Owner.Holds says the record is still the owner's, so a decision taken on an
 // older copy never frees or moves an address someone else holds now.
 func Apply(r *allocator.Range, blk netip.Prefix, st *v1alpha1.IPBlockStatus, ops []allocator.Op) ([]allocator.Result, bool) {
@@ -42,7 +43,11 @@ func Apply(r *allocator.Range, blk netip.Prefix, st *v1alpha1.IPBlockStatus, ops
 				res.Addr, res.Existing = a, true
 				continue
 			}
-			a, ok := next(addrs, recs, st.LastAllocated)
+			last := st.LastAllocated
+			if r.Order == allocator.Lowest {
+				last = ""
+			}
+			a, ok := next(addrs, recs, last)
 			if !ok {
 				res.Err = fmt.Errorf("block %s: %w", blk, ErrFull)
 				continue

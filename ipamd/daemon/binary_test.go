@@ -81,7 +81,7 @@ func TestBinaryKilledMidAllocationAndRestarted(t *testing.T) {
 	})
 	<-killed
 	_ = first.Wait()
-	t.Logf("%d of %d ADDs answered before the kill; the pool then held %d addresses", answered.Load(), n, len(getPool(t, "bin").Status.AllocatedIPs))
+	t.Logf("%d of %d ADDs answered before the kill; the pool then held %d addresses", answered.Load(), n, len(records(t, "bin")))
 
 	start()
 	parallel(n, func(i int) {
@@ -90,7 +90,7 @@ func TestBinaryKilledMidAllocationAndRestarted(t *testing.T) {
 		}
 	})
 	holders := map[string]int{}
-	for _, rec := range getPool(t, "bin").Status.AllocatedIPs {
+	for _, rec := range records(t, "bin") {
 		holders[rec.PodUID]++
 	}
 	if len(holders) != n {
@@ -118,7 +118,7 @@ func TestBinaryKilledMidAllocationAndRestarted(t *testing.T) {
 			t.Errorf("DEL of pod %d: %v", i, err)
 		}
 	})
-	if left := len(getPool(t, "bin").Status.AllocatedIPs); left != 0 {
+	if left := len(records(t, "bin")); left != 0 {
 		t.Errorf("%d addresses left after every DEL", left)
 	}
 	checkInvariants(t, false)

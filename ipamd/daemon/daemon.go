@@ -1,4 +1,4 @@
-// Package daemon wires one ipamd: informer caches for its node, the pool committer,
+// Package daemon wires one ipamd: informer caches for its node, the ledger,
 // the service, the event recorder and the socket server. cmd/nicpool-ipamd parses
 // flags into Options; tests start several daemons in one process.
 package daemon
@@ -21,11 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/ipamd/allocator"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/ipamd/server"
 	"github.com/nicpool/nicpool/ipamd/service"
-	"github.com/nicpool/nicpool/ipamd/store"
 )
 
 // Options configure one daemon.
@@ -60,13 +61,16 @@ func New(cfg *rest.Config, opts Options) (*Daemon, error) {
 	}
 	c, err := cache.New(cfg, cache.Options{
 		Scheme: opts.Scheme,
-		// managedFields of a pool with thousands of records are as large as the
-		// records; ipamd never reads them, and an update that omits them keeps them.
+		// ipamd never reads managedFields, and a write that omits them keeps them.
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			// Only this node's pods and this node: the rest of the cluster is not ours.
-			&corev1.Pod{}:  {Field: fields.OneTermEqualSelector("spec.nodeName", opts.NodeName)},
-			&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", opts.NodeName)},
+			// Only this node's pods, endpoints and blocks and this node: the rest of the
+			// cluster is not ours, and its changes are no events of ours. A StatefulSet
+			// pod that moved here from another node is found by a direct read.
+			&corev1.Pod{}:             {Field: fields.OneTermEqualSelector("spec.nodeName", opts.NodeName)},
+			&corev1.Node{}:            {Field: fields.OneTermEqualSelector("metadata.name", opts.NodeName)},
+			&v2beta1.SpiderEndpoint{}: {Field: fields.OneTermEqualSelector("status.current.node", opts.NodeName)},
+			&ipamv1alpha1.IPBlock{}:   {Field: fields.OneTermEqualSelector(ipamv1alpha1.FieldNode, opts.NodeName)},
 		},
 	})
 	if err != nil {
@@ -86,9 +90,8 @@ func New(cfg *rest.Config, opts Options) (*Daemon, error) {
 	log := opts.Log.WithValues("node", opts.NodeName)
 	eb := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
 	rec := eb.NewRecorder(opts.Scheme, "nicpool-ipamd")
-	pools := store.NewCommitter(c, writer, writer, log.WithName("pools"))
-	pools.Order = opts.AllocationOrder
-	svc := service.New(opts.NodeName, c, writer, writer, pools, rec, log)
+	l := ledger.New(ledger.Options{Node: opts.NodeName, Order: opts.AllocationOrder, Cache: c, Client: writer, Fresh: writer, Log: log.WithName("ledger")})
+	svc := service.New(opts.NodeName, c, writer, writer, l, rec, log)
 	return &Daemon{Service: svc, Cache: c, opts: opts, events: eb}, nil
 }
 
@@ -103,7 +106,7 @@ func (d *Daemon) Handler() http.Handler { return server.Handler(d.Service, d.Rea
 // until then. Everything stops when ctx ends; Start returns once synced, or with
 // the socket's error.
 func (d *Daemon) Start(ctx context.Context) (<-chan error, error) {
-	for _, obj := range []client.Object{&v2beta1.SpiderIPPool{}, &v2beta1.SpiderReservedIP{}, &v2beta1.SpiderEndpoint{},
+	for _, obj := range []client.Object{&v2beta1.SpiderIPPool{}, &v2beta1.SpiderReservedIP{}, &v2beta1.SpiderEndpoint{}, &ipamv1alpha1.IPBlock{},
 		&corev1.Pod{}, &corev1.Node{}, &corev1.Namespace{}, &appsv1.StatefulSet{}} {
 		if _, err := d.Cache.GetInformer(ctx, obj); err != nil {
 			return nil, fmt.Errorf("informer for %T: %w", obj, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/daemon"
 	"github.com/nicpool/nicpool/ipamd/invariants"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 var env *testenv.Env
@@ -95,6 +96,28 @@ func getPool(t testing.TB, name string) *v2beta1.SpiderIPPool {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// records is what a pool's addresses are allocated to, read through the ledger's
+// listing (its blocks) from the API server.
+func records(t testing.TB, pool string) v2beta1.PoolIPAllocations {
+	t.Helper()
+	recs, err := ledger.PoolRecords(context.Background(), env.Client, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// recount runs what the webhook's count owner runs for a pool, and returns the pool
+// with its counts.
+func recount(t testing.TB, pool string) *v2beta1.SpiderIPPool {
+	t.Helper()
+	l := ledger.New(ledger.Options{Cache: env.Client, Client: env.Client, Fresh: env.Client, Log: logr.Discard()})
+	if err := l.Recount(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	return getPool(t, pool)
 }
 
 func getEndpoint(t testing.TB, ns, name string) *v2beta1.SpiderEndpoint {

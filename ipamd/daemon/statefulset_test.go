@@ -33,11 +33,12 @@ func addAll(t *testing.T, svc *service.Service, pod *corev1.Pod, ifaces ...strin
 	return out
 }
 
-func records(t *testing.T, pools ...string) map[string]v2beta1.PoolIPAllocation {
+// recordsOf is the records of several pools, keyed "pool/address".
+func recordsOf(t *testing.T, pools ...string) map[string]v2beta1.PoolIPAllocation {
 	t.Helper()
 	out := map[string]v2beta1.PoolIPAllocation{}
 	for _, p := range pools {
-		for a, rec := range getPool(t, p).Status.AllocatedIPs {
+		for a, rec := range records(t, p) {
 			out[p+"/"+a] = rec
 		}
 	}
@@ -88,7 +89,7 @@ func TestStatefulSetRestartKeepsEveryInterface(t *testing.T) {
 			t.Errorf("interface %s: had %s, now %s", i, a, after[i])
 		}
 	}
-	for key, rec := range records(t, "sts-eth0", "sts-net1", "sts-net2") {
+	for key, rec := range recordsOf(t, "sts-eth0", "sts-net1", "sts-net2") {
 		if rec.PodUID != string(fresh.UID) {
 			t.Errorf("%s still recorded for pod UID %s, want the new %s", key, rec.PodUID, fresh.UID)
 		}
@@ -125,7 +126,7 @@ func TestStatefulSetPoolChangeReallocatesOnlyThatInterface(t *testing.T) {
 	if !strings.HasPrefix(after["net1"], "10.72.") {
 		t.Errorf("net1 got %s, want an address of stsc-net1-new", after["net1"])
 	}
-	if n := len(getPool(t, "stsc-net1").Status.AllocatedIPs); n != 0 {
+	if n := len(records(t, "stsc-net1")); n != 0 {
 		t.Errorf("old pool of net1 still holds %d addresses", n)
 	}
 	checkInvariants(t, true)
@@ -158,13 +159,13 @@ func TestStatefulSetEndpointDeletedAndRecreatedMeanwhile(t *testing.T) {
 	}
 	// The node's cache still holds the deleted endpoint, whose UID the pod's stamp
 	// names: the very copy spiderpool used as an update precondition.
-	stale := service.New("stsr-node", staleEndpoint{Reader: d.Cache, ep: ep1}, env.Client, env.Client, d.Service.Pools, nil, logr.Discard())
+	stale := service.New("stsr-node", staleEndpoint{Reader: d.Cache, ep: ep1}, env.Client, env.Client, d.Service.Ledger, nil, logr.Discard())
 	got := addAll(t, stale, fresh, "eth0")
 	ep3 := getEndpoint(t, "stsr", "db-0")
 	if ep3 == nil || ep3.Status.Current.UID != string(fresh.UID) || len(ep3.Status.Current.IPs) != 1 {
 		t.Fatalf("endpoint after ADD: %+v", ep3)
 	}
-	recs := records(t, "stsr")
+	recs := recordsOf(t, "stsr")
 	if len(recs) != 1 {
 		t.Errorf("pool holds %v, want only the new pod's address %s", recs, got["eth0"])
 	}
@@ -188,7 +189,7 @@ func TestLeftoverEndpointWithoutStampIsReleased(t *testing.T) {
 	fresh := createPod(t, "left", "web", "left-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["left"]}]`))
 	addAll(t, d.Service, fresh, "eth0")
 	var uids []string
-	for _, rec := range records(t, "left") {
+	for _, rec := range recordsOf(t, "left") {
 		uids = append(uids, rec.PodUID)
 	}
 	sort.Strings(uids)
@@ -231,7 +232,7 @@ func TestStatefulSetRemovedInterfaceIsReleased(t *testing.T) {
 	if after["eth0"] != before["eth0"] {
 		t.Errorf("eth0 changed from %s to %s", before["eth0"], after["eth0"])
 	}
-	if n := len(getPool(t, "stsd-net1").Status.AllocatedIPs); n != 0 {
+	if n := len(records(t, "stsd-net1")); n != 0 {
 		t.Errorf("the removed interface's pool still holds %d addresses", n)
 	}
 	if ep2 := getEndpoint(t, "stsd", "db-0"); len(ep2.Status.Current.IPs) != 1 || ep2.Status.Current.IPs[0].Interface != "eth0" {
@@ -290,7 +291,7 @@ func TestStatefulSetNamespaceDefaultPool(t *testing.T) {
 	if got := addAll(t, d.Service, moved, "eth0"); !strings.HasPrefix(got["eth0"], "172.24.") {
 		t.Errorf("namespace default moved to stsn-b: eth0 got %s", got["eth0"])
 	}
-	if n := len(getPool(t, "stsn-a").Status.AllocatedIPs); n != 0 {
+	if n := len(records(t, "stsn-a")); n != 0 {
 		t.Errorf("the former default pool still holds %d addresses", n)
 	}
 	checkInvariants(t, true)
@@ -318,7 +319,7 @@ func TestStatefulSetPoolChangeKeepsTheOtherFamily(t *testing.T) {
 	if v6(after["eth0"]) != v6(before["eth0"]) || !strings.HasPrefix(after["eth0"], "172.28.") {
 		t.Errorf("eth0 had %s, now %s: want the same IPv6 and an IPv4 of stsf-v4-new", before["eth0"], after["eth0"])
 	}
-	if n := len(getPool(t, "stsf-v4").Status.AllocatedIPs); n != 0 {
+	if n := len(records(t, "stsf-v4")); n != 0 {
 		t.Errorf("the former IPv4 pool still holds %d addresses", n)
 	}
 	checkInvariants(t, true)

@@ -1,6 +1,6 @@
 // Package invariants checks nicpool's allocation invariants I1–I4 and I8 (design.md)
-// over the pools, endpoints and pods stored in the API server. Test suites and benchmarks
-// of every component end with it.
+// over the allocation records (read through ledger.List), endpoints and pods stored in
+// the API server. Test suites and benchmarks of every component end with it.
 package invariants
 
 import (
@@ -17,6 +17,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/crds/workload"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 // Options choose the checks that hold only at rest.
@@ -29,12 +30,13 @@ type Options struct {
 
 type owner struct{ uid, iface string }
 
-// Check reads every pool, endpoint and pod through r (use an uncached client) and
-// returns one error listing every violation, or nil.
+// Check reads every allocation record (ledger.List: IPBlocks, and pools not migrated
+// yet), endpoint and pod through r (use an uncached client) and returns one error
+// listing every violation, or nil.
 func Check(ctx context.Context, r client.Reader, opts Options) error {
-	var pools v2beta1.SpiderIPPoolList
-	if err := r.List(ctx, &pools); err != nil {
-		return fmt.Errorf("list pools: %w", err)
+	recs, bad, err := ledger.List(ctx, r)
+	if err != nil {
+		return err
 	}
 	var eps v2beta1.SpiderEndpointList
 	if err := r.List(ctx, &eps); err != nil {
@@ -42,39 +44,32 @@ func Check(ctx context.Context, r client.Reader, opts Options) error {
 	}
 	var v []string
 	add := func(format string, args ...any) { v = append(v, fmt.Sprintf(format, args...)) }
+	for _, err := range bad {
+		add("%v", err)
+	}
 
 	// addr → "pool", owner → family → addrs
 	holder := map[netip.Addr]string{}
 	byOwner := map[owner]map[bool][]string{}
 	records := map[string]v2beta1.PoolIPAllocation{} // "pool/addr"
-	for _, p := range pools.Items {
-		n := int64(len(p.Status.AllocatedIPs))
-		if p.Status.AllocatedIPCount != nil && *p.Status.AllocatedIPCount != n {
-			add("pool %s: status.allocatedIPCount is %d but %d addresses are recorded", p.Name, *p.Status.AllocatedIPCount, n)
+	for _, r := range recs {
+		key, rec := r.Addr.String(), r.Holder
+		if rec.Interface == "" {
+			add("I1: pool %s: %s of pod %s (UID %s) names no interface", r.Pool, key, rec.Pod, rec.PodUID)
 		}
-		for key, rec := range p.Status.AllocatedIPs {
-			a, err := netip.ParseAddr(key)
-			if err != nil {
-				add("pool %s: record key %q is not an address", p.Name, key)
-				continue
-			}
-			if rec.Interface == "" {
-				add("I1: pool %s: %s of pod %s (UID %s) names no interface", p.Name, key, rec.Pod, rec.PodUID)
-			}
-			if rec.PodUID == "" {
-				add("pool %s: %s of pod %s names no pod UID", p.Name, key, rec.Pod)
-			}
-			if prev, dup := holder[a]; dup {
-				add("I3: %s is allocated in pool %s and in pool %s", key, prev, p.Name)
-			}
-			holder[a] = p.Name
-			o := owner{rec.PodUID, rec.Interface}
-			if byOwner[o] == nil {
-				byOwner[o] = map[bool][]string{}
-			}
-			byOwner[o][a.Is4()] = append(byOwner[o][a.Is4()], p.Name+"/"+key)
-			records[p.Name+"/"+key] = rec
+		if rec.PodUID == "" {
+			add("pool %s: %s of pod %s names no pod UID", r.Pool, key, rec.Pod)
 		}
+		if prev, dup := holder[r.Addr]; dup {
+			add("I3: %s is allocated in pool %s and in pool %s", key, prev, r.Pool)
+		}
+		holder[r.Addr] = r.Pool
+		o := owner{rec.PodUID, rec.Interface}
+		if byOwner[o] == nil {
+			byOwner[o] = map[bool][]string{}
+		}
+		byOwner[o][r.Addr.Is4()] = append(byOwner[o][r.Addr.Is4()], r.Pool+"/"+key)
+		records[r.Pool+"/"+key] = rec
 	}
 	for o, fams := range byOwner {
 		for is4, list := range fams {

@@ -174,6 +174,9 @@ func (l *Ledger) pick(ctx context.Context, ps *poolState, v *poolView, where rea
 		ps.cursor = lastHandedOut(cached)
 	}
 	cursor := ps.cursor
+	if l.opts.Order == allocator.Lowest {
+		cursor = netip.Addr{} // every own block, from the lowest
+	}
 	// Blocks the cache has not heard of yet (just claimed) or does not hold (other nodes').
 	var extra []*queue
 	for name, q := range ps.known {

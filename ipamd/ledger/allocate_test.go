@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"k8s.io/utils/ptr"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
@@ -149,6 +150,35 @@ func TestReleasedAddressIsReusedLast(t *testing.T) {
 	last, err := l.Allocate(ctx, "order", owner(30))
 	if err != nil || last.Addr != a0.Addr {
 		t.Fatalf("the 30th allocation got %v %v, want the released %s", last.Addr, err, a0.Addr)
+	}
+}
+
+// --allocation-order=lowest: a released address is the next one handed out, and a
+// node fills the lowest free address of its blocks.
+func TestLowestOrderReusesTheLowestFree(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	createPool(t, "lowest", "10.23.0.0/16", "10.23.0.1-10.23.0.30")
+	l := ledger.New(ledger.Options{Node: "n1", Order: allocator.Lowest, Cache: startCache(t, ctx, "n1"), Client: env.Client, Fresh: env.Client, Log: logr.Discard()})
+	var got []netip.Addr
+	for i := range 3 {
+		a, err := l.Allocate(ctx, "lowest", owner(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, a.Addr)
+	}
+	if _, err := l.Release(ctx, "lowest", owner(0)); err != nil {
+		t.Fatal(err)
+	}
+	again, err := l.Allocate(ctx, "lowest", owner(3))
+	if err != nil || again.Addr != got[0] {
+		t.Fatalf("after releasing %s (of %v) the next allocation got %v %v, want the released one", got[0], got, again.Addr, err)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] != got[i-1].Next() {
+			t.Errorf("allocations %v are not consecutive from the lowest of the block", got)
+		}
 	}
 }
 

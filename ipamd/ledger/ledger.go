@@ -78,6 +78,11 @@ type Options struct {
 	// Node is the node this process allocates for: the blocks it claims carry its name.
 	// Empty for cluster-level writers (garbage collector, counts), which never allocate.
 	Node string
+	// Order is which free address an allocation takes: allocator.NextAfterLast (the
+	// zero value) continues after the address this process handed out last in the
+	// pool, in its own blocks, claiming a new block rather than wrapping around;
+	// allocator.Lowest takes the lowest free address of the node's blocks.
+	Order allocator.Order
 	// Cache is an informer cache with Indexes registered, serving SpiderIPPools,
 	// SpiderReservedIPs and IPBlocks: an ipamd caches only its own node's blocks
 	// (field selector spec.node), a cluster-level writer every block.
@@ -173,6 +178,7 @@ func (l *Ledger) view(ctx context.Context, ps *poolState) (*poolView, error) {
 	if err != nil {
 		return nil, err
 	}
+	rng.Order = l.opts.Order
 	v := &poolView{pool: pool, rng: rng, layout: block.NewLayout(rng), key: key}
 	ps.mu.Lock()
 	ps.view = v

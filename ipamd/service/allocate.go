@@ -19,6 +19,7 @@ import (
 	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/ipamd/metrics"
 	"github.com/nicpool/nicpool/ipamd/selection"
 )
@@ -88,7 +89,7 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 			return nil, cniError(api.CodeTryAgainLater, "take over or clean the pod's SpiderEndpoint", err)
 		}
 		phase := time.Now()
-		got, fresh, aerr := s.take(ctx, pod, ns, owner, choice, req.Network)
+		got, fresh, aerr := s.take(ctx, pod, ns, ep, owner, choice, req.Network)
 		taken = append(taken, fresh...)
 		metrics.AllocationPhase.WithLabelValues("pools").Observe(time.Since(phase).Seconds())
 		if aerr != nil {
@@ -134,8 +135,11 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 
 // take returns one address per family the choice asks for: the one the owner holds,
 // else a new one from the first pool that can give it. fresh lists the new ones.
-func (s *Service) take(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace, owner allocator.Owner, choice selection.Choice, network api.NetworkConfig) (got, fresh []held, aerr *api.Error) {
-	current := s.heldBy(ctx, owner, append(append([]string(nil), choice.IPv4...), choice.IPv6...)...)
+func (s *Service) take(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace, ep *v2beta1.SpiderEndpoint, owner allocator.Owner, choice selection.Choice, network api.NetworkConfig) (got, fresh []held, aerr *api.Error) {
+	current, err := s.heldBy(ctx, owner, ep, append(append([]string(nil), choice.IPv4...), choice.IPv6...)...)
+	if err != nil {
+		return nil, nil, cniError(api.CodeTryAgainLater, "read what the interface holds", err)
+	}
 	target := selection.Target{Pod: pod, Namespace: ns, Node: s.node(ctx), NodeName: s.Node, Networks: networksOf(pod, owner.Interface, network)}
 	for _, fam := range choice.Families() {
 		if h, ok := pick(current, fam); ok {
@@ -166,13 +170,13 @@ func pick(hs []held, fam int64) (held, bool) {
 func (s *Service) allocate(ctx context.Context, owner allocator.Owner, fam int64, names []string, target selection.Target) (held, *api.Error) {
 	var skipped, exhausted []string
 	for _, name := range names {
-		p, err := s.Pools.Latest(ctx, name)
-		if apierrors.IsNotFound(err) {
-			skipped = append(skipped, fmt.Sprintf("pool %s does not exist", name))
-			continue
-		}
+		p, err := s.pool(ctx, name)
 		if err != nil {
 			return held{}, cniError(api.CodeTryAgainLater, "read pool "+name, err)
+		}
+		if p == nil {
+			skipped = append(skipped, fmt.Sprintf("pool %s does not exist", name))
+			continue
 		}
 		if f := selection.Family(p); f != fam {
 			skipped = append(skipped, fmt.Sprintf("pool %s is IPv%d, listed for IPv%d", name, f, fam))
@@ -186,23 +190,18 @@ func (s *Service) allocate(ctx context.Context, owner allocator.Owner, fam int64
 			skipped = append(skipped, err.Error())
 			continue
 		}
-		res, err := s.Pools.Do(ctx, name, allocator.Op{Kind: allocator.Allocate, Owner: owner})
-		if err != nil {
+		got, err := s.Ledger.Allocate(ctx, name, owner)
+		switch {
+		case errors.Is(err, allocator.ErrExhausted):
+			exhausted = append(exhausted, err.Error())
+			continue
+		case errors.Is(err, ledger.ErrPoolTerminating) || errors.Is(err, ledger.ErrPoolDisabled) || apierrors.IsNotFound(err):
+			skipped = append(skipped, err.Error())
+			continue
+		case err != nil:
 			return held{}, cniError(api.CodeTryAgainLater, "allocate from pool "+name, err)
 		}
-		if res[0].Err != nil {
-			if errors.Is(res[0].Err, allocator.ErrExhausted) {
-				exhausted = append(exhausted, res[0].Err.Error())
-			} else {
-				skipped = append(skipped, res[0].Err.Error())
-			}
-			continue
-		}
-		latest, err := s.Pools.Latest(ctx, name)
-		if err != nil {
-			latest = p
-		}
-		return held{pool: latest, addr: res[0].Addr}, nil
+		return held{pool: p, addr: got.Addr}, nil
 	}
 	all := strings.Join(append(exhausted, skipped...), "; ")
 	if len(exhausted) > 0 {
@@ -216,7 +215,7 @@ func (s *Service) undo(ctx context.Context, owner allocator.Owner, fresh []held)
 	for _, h := range fresh {
 		// A fresh context: the request's may be what ended.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		if _, err := s.Pools.Release(uctx, h.pool.Name, owner, h.addr); err != nil {
+		if _, err := s.Ledger.Release(uctx, h.pool.Name, owner, h.addr); err != nil {
 			s.Log.Error(err, "release after a failed ADD; the next DEL or GC releases it", "pool", h.pool.Name, "address", h.addr.String())
 		}
 		cancel()

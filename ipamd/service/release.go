@@ -11,12 +11,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/crds/ipranges"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/ipamd/metrics"
 	"github.com/nicpool/nicpool/ipamd/selection"
 )
@@ -73,14 +75,18 @@ func (s *Service) Release(ctx context.Context, req *api.ReleaseRequest) (resp *a
 	// The ordinal's next incarnation (maybe already created under the same name, with
 	// another UID) takes these addresses over: keep them for it.
 	if s.statefulSetWillReturn(ctx, key.Namespace, key.Name, pod, ep) {
-		for _, h := range s.heldBy(ctx, owner, extra...) {
+		hs, err := s.heldBy(ctx, owner, ep, extra...)
+		if err != nil {
+			return nil, cniError(api.CodeTryAgainLater, "read what the interface holds", err)
+		}
+		for _, h := range hs {
 			resp.Kept = append(resp.Kept, h.addr.String())
 		}
 		log.Info("kept addresses of a StatefulSet pod that will come back", "kept", resp.Kept)
 		outcome = metrics.OutcomeKept
 		return resp, nil
 	}
-	released, err := s.releaseAll(ctx, owner, extra...)
+	released, err := s.releaseAll(ctx, owner, ep, extra...)
 	resp.Released = released
 	if err != nil {
 		return nil, cniError(api.CodeTryAgainLater, "release", err)
@@ -191,7 +197,10 @@ func (s *Service) Check(ctx context.Context, req *api.CheckRequest) (*api.CheckR
 	resp := &api.CheckResponse{}
 	// The endpoint this process wrote names the pools at once; the cache's pool index
 	// may not have caught up with the ADD yet.
-	hs := s.heldBy(ctx, allocator.Owner{Pod: key.String(), PodUID: uid, Interface: req.Interface}, recordedPools(ep, uid, req.Interface)...)
+	hs, err := s.heldBy(ctx, allocator.Owner{Pod: key.String(), PodUID: uid, Interface: req.Interface}, ep, recordedPools(ep, uid, req.Interface)...)
+	if err != nil {
+		return nil, cniError(api.CodeTryAgainLater, "read what the interface holds", err)
+	}
 	sort.Slice(hs, func(i, j int) bool { return hs[i].addr.Less(hs[j].addr) })
 	for _, h := range hs {
 		subnet, _ := netip.ParsePrefix(h.pool.Spec.Subnet)
@@ -264,7 +273,7 @@ func (s *Service) Status(ctx context.Context, req *api.StatusRequest) (*api.Stat
 		}
 		sort.Strings(names)
 	}
-	reserved, _ := s.reserved(ctx)
+	reserved, _ := ledger.ReservedSet(ctx, s.Cache)
 	resp := &api.StatusResponse{}
 	target := selection.Target{Pod: &corev1.Pod{}, Node: s.node(ctx), NodeName: s.Node, Networks: []string{req.Network.Name}}
 	for _, n := range names {
@@ -282,11 +291,13 @@ func (s *Service) Status(ctx context.Context, req *api.StatusRequest) (*api.Stat
 		if err != nil {
 			continue
 		}
-		used := allocator.Used(p.Status.AllocatedIPs)
-		resp.Pools = append(resp.Pools, api.PoolStatus{Name: n, Total: r.Total, Allocated: int64(len(used))})
-		if r.Free(used) > 0 {
-			resp.Ready = true
+		room, err := s.Ledger.Room(ctx, n)
+		if err != nil {
+			return nil, cniError(api.CodeTryAgainLater, "look for a free address in pool "+n, err)
 		}
+		// The allocated count is the pool's as its count owner last wrote it.
+		resp.Pools = append(resp.Pools, api.PoolStatus{Name: n, Total: r.Total, Allocated: ptr.Deref(p.Status.AllocatedIPCount, 0)})
+		resp.Ready = resp.Ready || room
 	}
 	if !resp.Ready {
 		resp.Message = fmt.Sprintf("no free address in pools %v on node %s", names, s.Node)

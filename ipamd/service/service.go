@@ -16,11 +16,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sort"
 	"strconv"
 	"sync"
 
 	"github.com/go-logr/logr"
-	"go4.org/netipx"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,7 +33,7 @@ import (
 	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
-	"github.com/nicpool/nicpool/ipamd/store"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 // AttachmentsAnnotation is ipamd's record, on a SpiderEndpoint, of which CNI
@@ -46,33 +46,15 @@ type Attachment struct {
 	Network     string `json:"network"`
 }
 
-// Cache index names; Indexes registers them.
-const (
-	// IndexPoolPodUID indexes pools by the pod UIDs of their status records.
-	IndexPoolPodUID = "status.allocatedIPs.podUid"
-	// IndexEndpointNode indexes endpoints by status.current.node.
-	IndexEndpointNode = "status.current.node"
-)
+// IndexEndpointNode indexes endpoints by status.current.node; Indexes registers it.
+const IndexEndpointNode = "status.current.node"
 
 // Indexer is the part of a controller-runtime cache that registers indexes.
-type Indexer interface {
-	IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error
-}
+type Indexer = ledger.Indexer
 
-// Indexes registers the cache indexes the service reads with.
+// Indexes registers the cache indexes the service and its ledger read with.
 func Indexes(ctx context.Context, idx Indexer) error {
-	if err := idx.IndexField(ctx, &v2beta1.SpiderIPPool{}, IndexPoolPodUID, func(o client.Object) []string {
-		p := o.(*v2beta1.SpiderIPPool)
-		seen := map[string]bool{}
-		var out []string
-		for _, rec := range p.Status.AllocatedIPs {
-			if !seen[rec.PodUID] {
-				seen[rec.PodUID] = true
-				out = append(out, rec.PodUID)
-			}
-		}
-		return out
-	}); err != nil {
+	if err := ledger.Indexes(ctx, idx); err != nil {
 		return err
 	}
 	return idx.IndexField(ctx, &v2beta1.SpiderEndpoint{}, IndexEndpointNode, func(o client.Object) []string {
@@ -84,14 +66,15 @@ func Indexes(ctx context.Context, idx Indexer) error {
 type Service struct {
 	Node string
 	// Cache is an informer cache with Indexes registered: pools, reserved IPs,
-	// endpoints, StatefulSets, namespaces, this node's pods and this node.
+	// StatefulSets, namespaces, and of this node only: its pods, its endpoints, its
+	// IPBlocks and the Node itself.
 	Cache client.Reader
-	// Client writes endpoints (pools go through Pools).
+	// Client writes endpoints (allocation records go through Ledger).
 	Client client.Client
 	// Fresh reads from the API server, bypassing the cache: only to decide a takeover
 	// and after a conflict.
 	Fresh  client.Reader
-	Pools  *store.Committer
+	Ledger *ledger.Ledger
 	Events events.EventRecorder // may be nil
 	Log    logr.Logger
 
@@ -103,8 +86,8 @@ type Service struct {
 }
 
 // New returns a service; see the fields for what each argument is.
-func New(node string, cache client.Reader, c client.Client, fresh client.Reader, pools *store.Committer, rec events.EventRecorder, log logr.Logger) *Service {
-	return &Service{Node: node, Cache: cache, Client: c, Fresh: fresh, Pools: pools, Events: rec, Log: log,
+func New(node string, cache client.Reader, c client.Client, fresh client.Reader, l *ledger.Ledger, rec events.EventRecorder, log logr.Logger) *Service {
+	return &Service{Node: node, Cache: cache, Client: c, Fresh: fresh, Ledger: l, Events: rec, Log: log,
 		written: map[types.NamespacedName]*v2beta1.SpiderEndpoint{}}
 }
 
@@ -170,42 +153,79 @@ type held struct {
 	addr netip.Addr
 }
 
-// poolsOf returns the names of the pools whose cached status has records of podUID,
-// plus extra: where this process may have written more recently than the cache.
-func (s *Service) poolsOf(ctx context.Context, podUID string, extra ...string) []string {
-	var list v2beta1.SpiderIPPoolList
-	names := append([]string(nil), extra...)
-	if err := s.Cache.List(ctx, &list, client.MatchingFields{IndexPoolPodUID: podUID}, client.UnsafeDisableDeepCopy); err == nil {
-		for _, p := range list.Items {
-			names = append(names, p.Name)
+// pool returns a pool from the cache; nil when it does not exist.
+func (s *Service) pool(ctx context.Context, name string) (*v2beta1.SpiderIPPool, error) {
+	p := &v2beta1.SpiderIPPool{}
+	if err := s.Cache.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
 		}
+		return nil, err
 	}
-	seen := map[string]bool{}
-	out := names[:0]
-	for _, n := range names {
-		if !seen[n] {
-			seen[n] = true
-			out = append(out, n)
-		}
-	}
-	return out
+	return p, nil
 }
 
-// heldBy returns what owner holds (allocator.Owner.Holds) in the given pools (and any
-// pool with its UID), by the newest copy of each pool this process knows. The pool
-// status is the source of truth: an endpoint record without a pool record holds nothing.
-func (s *Service) heldBy(ctx context.Context, owner allocator.Owner, candidates ...string) []held {
+// heldBy returns what owner holds (allocator.Owner.Holds) in the given pools, in the
+// pools where this node's blocks hold records of its pod UID, and at the addresses
+// ep records for it (which may be in other nodes' blocks: a StatefulSet pod that
+// moved, an address borrowed when the pool was nearly full). The ledger is the source
+// of truth: an endpoint entry without its record holds nothing.
+func (s *Service) heldBy(ctx context.Context, owner allocator.Owner, ep *v2beta1.SpiderEndpoint, candidates ...string) ([]held, error) {
+	names, err := s.Ledger.PoolsHolding(ctx, owner.PodUID)
+	if err != nil {
+		return nil, err
+	}
+	hints := recordedAddrs(ep, owner)
+	for pool := range hints {
+		candidates = append(candidates, pool)
+	}
+	for _, n := range candidates {
+		if !contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
 	var out []held
-	for _, name := range s.poolsOf(ctx, owner.PodUID, candidates...) {
-		p, err := s.Pools.Latest(ctx, name)
+	for _, name := range names {
+		addrs, err := s.Ledger.Held(ctx, name, owner, hints[name]...)
 		if err != nil {
+			return nil, fmt.Errorf("read what pod %s holds in pool %s: %w", owner.Pod, name, err)
+		}
+		if len(addrs) == 0 {
 			continue
 		}
-		for key, rec := range p.Status.AllocatedIPs {
-			if owner.Holds(rec) {
-				if a, err := netip.ParseAddr(key); err == nil {
-					out = append(out, held{pool: p, addr: a})
-				}
+		p, err := s.pool(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if p == nil {
+			p = &v2beta1.SpiderIPPool{}
+			p.Name = name
+		}
+		for _, a := range addrs {
+			out = append(out, held{pool: p, addr: a})
+		}
+	}
+	return out, nil
+}
+
+// recordedAddrs returns, by pool, the addresses ep records for owner's interface (every
+// interface when owner names none), when ep is owner's pod's.
+func recordedAddrs(ep *v2beta1.SpiderEndpoint, owner allocator.Owner) map[string][]netip.Addr {
+	out := map[string][]netip.Addr{}
+	if ep == nil || ep.Status.Current.UID != owner.PodUID || ep.Namespace+"/"+ep.Name != owner.Pod {
+		return out
+	}
+	for _, d := range ep.Status.Current.IPs {
+		if owner.Interface != "" && d.Interface != owner.Interface {
+			continue
+		}
+		for _, pair := range []struct{ addr, pool *string }{{d.IPv4, d.IPv4Pool}, {d.IPv6, d.IPv6Pool}} {
+			if pair.addr == nil || pair.pool == nil {
+				continue
+			}
+			if pfx, err := netip.ParsePrefix(*pair.addr); err == nil {
+				out[*pair.pool] = append(out[*pair.pool], pfx.Addr())
 			}
 		}
 	}
@@ -215,18 +235,22 @@ func (s *Service) heldBy(ctx context.Context, owner allocator.Owner, candidates 
 // releaseAll releases every record owner holds (of every interface when
 // owner.Interface is empty) in the pools where it holds any, plus extra pools. Records
 // of another pod name are never released, whatever their UID.
-func (s *Service) releaseAll(ctx context.Context, owner allocator.Owner, extra ...string) ([]string, error) {
+func (s *Service) releaseAll(ctx context.Context, owner allocator.Owner, ep *v2beta1.SpiderEndpoint, extra ...string) ([]string, error) {
 	var released []string
+	hs, err := s.heldBy(ctx, owner, ep, extra...)
+	if err != nil {
+		return nil, err
+	}
 	byPool := map[string][]netip.Addr{}
 	var order []string
-	for _, h := range s.heldBy(ctx, owner, extra...) {
+	for _, h := range hs {
 		if _, ok := byPool[h.pool.Name]; !ok {
 			order = append(order, h.pool.Name)
 		}
 		byPool[h.pool.Name] = append(byPool[h.pool.Name], h.addr)
 	}
 	for _, pool := range order {
-		done, err := s.Pools.Release(ctx, pool, owner, byPool[pool]...)
+		done, err := s.Ledger.Release(ctx, pool, owner, byPool[pool]...)
 		if err != nil {
 			return released, fmt.Errorf("release %v of pod UID %s from pool %s: %w", byPool[pool], owner.PodUID, pool, err)
 		}
@@ -384,8 +408,4 @@ func (k *keyedMutex) Lock(key string) func() {
 		}
 		k.mu.Unlock()
 	}
-}
-
-func (s *Service) reserved(ctx context.Context) (*netipx.IPSet, error) {
-	return store.ReservedSet(ctx, s.Cache)
 }

@@ -145,7 +145,7 @@ func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spi
 	}
 	// Whatever the predecessor still holds was not kept.
 	if oldUID != "" {
-		if _, err := s.releaseAll(ctx, allocator.Owner{Pod: pod.Namespace + "/" + pod.Name, PodUID: oldUID}, extra...); err != nil {
+		if _, err := s.releaseAll(ctx, allocator.Owner{Pod: pod.Namespace + "/" + pod.Name, PodUID: oldUID}, ep, extra...); err != nil {
 			return nil, err
 		}
 	}
@@ -175,14 +175,14 @@ func (s *Service) transfer(ctx context.Context, pool string, owner allocator.Own
 	if err != nil {
 		return false, nil
 	}
-	res, err := s.Pools.Do(ctx, pool, allocator.Op{Kind: allocator.Transfer, Owner: owner, FromUID: from, Addrs: []netip.Addr{pfx.Addr()}})
+	err = s.Ledger.Transfer(ctx, pool, owner, from, pfx.Addr())
 	switch {
-	case apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err), errors.Is(err, allocator.ErrNotHeld):
 		return false, nil
 	case err != nil:
 		return false, err
 	}
-	return res[0].Err == nil, nil
+	return true, nil
 }
 
 // keptFamilies reports which of the predecessor's addresses on an interface may stay:
@@ -230,7 +230,7 @@ func (s *Service) discard(ctx context.Context, ep *v2beta1.SpiderEndpoint) error
 		}
 	}
 	if uid := ep.Status.Current.UID; uid != "" {
-		released, err := s.releaseAll(ctx, allocator.Owner{Pod: ep.Namespace + "/" + ep.Name, PodUID: uid}, extra...)
+		released, err := s.releaseAll(ctx, allocator.Owner{Pod: ep.Namespace + "/" + ep.Name, PodUID: uid}, ep, extra...)
 		if err != nil {
 			return err
 		}

@@ -33,7 +33,7 @@ func BenchmarkDecide(b *testing.B) {
 			recs = append(recs, rec{fmt.Sprintf("10.%d.%d.%d", p, a/250, a%250+1), name, fmt.Sprintf("uid-%d", i), "eth0"})
 			snap.Endpoints = append(snap.Endpoints, endpoint(name, fmt.Sprintf("uid-%d", i), "None", ""))
 		}
-		snap.Pools = append(snap.Pools, pool(fmt.Sprintf("pool-%d", p), recs...))
+		snap.Records = append(snap.Records, pool(fmt.Sprintf("pool-%d", p), recs...)...)
 	}
 	var plan Plan
 	b.ReportAllocs()

@@ -5,19 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
-	"github.com/nicpool/nicpool/ipamd/allocator"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 // Options tune the garbage collector. Zero values take the defaults.
@@ -51,11 +50,6 @@ const (
 	DefaultDebounce         = time.Second
 )
 
-// conflictBackoff paces the retries of a pool write after 409 Conflicts. ipamd writes
-// the same pools in bursts, so it allows more attempts than client-go's DefaultRetry;
-// when it runs out, the pass fails and is retried by the controller.
-var conflictBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.5, Cap: time.Second}
-
 // liveListThreshold: with more pods to confirm in one namespace than this, one live
 // LIST of the namespace is cheaper than a GET per pod.
 const liveListThreshold = 5
@@ -78,15 +72,18 @@ type Collector struct {
 	client client.Client
 	// live reads the API server directly: to confirm a pod's absence, and to re-read a
 	// pool after a conflict.
-	live  client.Reader
-	opts  Options
-	clock absenceClock
+	live client.Reader
+	// ledger writes the releases: nicpool's one writer of allocation state.
+	ledger *ledger.Ledger
+	opts   Options
+	clock  absenceClock
 }
 
 // NewCollector returns a collector that reads its snapshot through c, confirms through
 // live, and writes through c.
 func NewCollector(c client.Client, live client.Reader, opts Options) *Collector {
-	return &Collector{client: c, live: live, opts: opts.withDefaults()}
+	l := ledger.New(ledger.Options{Cache: c, Client: c, Fresh: live, Log: log.Log.WithName("gc")})
+	return &Collector{client: c, live: live, ledger: l, opts: opts.withDefaults()}
 }
 
 // Result is what one pass did.
@@ -143,18 +140,21 @@ func (c *Collector) snapshot(ctx context.Context) (Snapshot, error) {
 	var (
 		pods  corev1.PodList
 		sets  appsv1.StatefulSetList
-		pools v2beta1.SpiderIPPoolList
 		eps   v2beta1.SpiderEndpointList
 		nodes corev1.NodeList
 	)
-	// Nothing of the snapshot is modified (a pool is deep-copied before a write), so
-	// the cache's objects are read in place: a pass over thousands of pods copies none.
-	for _, l := range []client.ObjectList{&pods, &sets, &pools, &eps, &nodes} {
+	// Nothing of the snapshot is modified, so the cache's objects are read in place: a
+	// pass over thousands of pods copies none.
+	for _, l := range []client.ObjectList{&pods, &sets, &eps, &nodes} {
 		if err := c.client.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
 			return Snapshot{}, fmt.Errorf("list %T for garbage collection: %w", l, err)
 		}
 	}
-	return Snapshot{Now: time.Now(), Pods: pods.Items, StatefulSets: sets.Items, Pools: pools.Items, Endpoints: eps.Items, Nodes: nodes.Items}, nil
+	records, _, err := ledger.List(ctx, c.client)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("list allocation records for garbage collection: %w", err)
+	}
+	return Snapshot{Now: time.Now(), Pods: pods.Items, StatefulSets: sets.Items, Records: records, Endpoints: eps.Items, Nodes: nodes.Items}, nil
 }
 
 // ripen holds back absence-based releases younger than MinAge.
@@ -347,78 +347,34 @@ func (c *Collector) apply(ctx context.Context, snap Snapshot, plan Plan, res *Re
 		}
 	}
 
-	byPool := map[string][]Release{}
+	var recs []ledger.Record
+	planned := map[string]Release{}
 	for _, r := range plan.Releases {
-		if !blocked[r.Holder.PodUID] {
-			byPool[r.Pool] = append(byPool[r.Pool], r)
+		a, err := netip.ParseAddr(r.Address)
+		if blocked[r.Holder.PodUID] || err != nil {
+			continue
 		}
+		recs = append(recs, ledger.Record{Pool: r.Pool, Addr: a, Holder: r.Holder})
+		planned[r.Pool+"/"+a.String()] = r
 	}
-	pools := map[string]*v2beta1.SpiderIPPool{}
-	for i := range snap.Pools {
-		pools[snap.Pools[i].Name] = &snap.Pools[i]
+	// The ledger removes each record only while it still names the planned holder
+	// (allocator.Owner.Holds): an address released, or released and handed to another
+	// pod since the snapshot, is left alone.
+	done, err := c.ledger.ReleaseRecords(ctx, recs)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("release addresses: %w", err))
 	}
-	for _, name := range sortedKeys(byPool) {
-		done, err := c.releaseFromPool(ctx, pools[name], byPool[name])
-		for _, r := range done {
-			releasesTotal.WithLabelValues(string(r.Reason)).Inc()
-			res.Released = append(res.Released, r)
-			logger.Info("released address", "pod", r.Holder.Pod, "podUID", r.Holder.PodUID,
-				"interface", r.Holder.Interface, "pool", r.Pool, "address", r.Address, "reason", r.Reason)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
+	for _, d := range done {
+		r := planned[d.Pool+"/"+d.Addr.String()]
+		releasesTotal.WithLabelValues(string(r.Reason)).Inc()
+		res.Released = append(res.Released, r)
+		logger.Info("released address", "pod", r.Holder.Pod, "podUID", r.Holder.PodUID,
+			"interface", r.Holder.Interface, "pool", r.Pool, "address", r.Address, "reason", r.Reason)
 	}
-	return errors.Join(errs...)
-}
-
-// releaseFromPool removes the records from the pool's status with a compare-and-swap
-// write. On a conflict it re-reads the pool and retries only what the pool still
-// records for the same holder: an address another writer released, or released and
-// handed to another pod meanwhile, is left alone. It returns what it removed.
-func (c *Collector) releaseFromPool(ctx context.Context, cached *v2beta1.SpiderIPPool, rels []Release) ([]Release, error) {
-	pool := cached.DeepCopy()
-	var done []Release
-	attempt := 0
-	err := retry.RetryOnConflict(conflictBackoff, func() error {
-		if attempt++; attempt > 1 {
-			writeConflictsTotal.Inc()
-			fresh := &v2beta1.SpiderIPPool{}
-			if err := c.live.Get(ctx, client.ObjectKeyFromObject(cached), fresh); err != nil {
-				return err
-			}
-			pool = fresh
-		}
-		done = stillHeld(pool, rels)
-		if len(done) == 0 {
-			return nil
-		}
-		for _, r := range done {
-			delete(pool.Status.AllocatedIPs, r.Address)
-		}
-		count := int64(len(pool.Status.AllocatedIPs))
-		pool.Status.AllocatedIPCount = &count
-		return c.client.Status().Update(ctx, pool)
+	slices.SortFunc(res.Released, func(a, b Release) int {
+		return cmp.Or(cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Address, b.Address))
 	})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("release %d addresses from SpiderIPPool %s (status.allocatedIPs): %w", len(rels), cached.Name, err)
-	}
-	return done, nil
-}
-
-// stillHeld keeps the releases whose address the pool still records for the same holder,
-// by ipamd's ownership rule (allocator.Owner.Holds).
-func stillHeld(pool *v2beta1.SpiderIPPool, rels []Release) []Release {
-	var out []Release
-	for _, r := range rels {
-		if cur, ok := pool.Status.AllocatedIPs[r.Address]; ok && allocator.OwnerOf(r.Holder).Holds(cur) {
-			out = append(out, r)
-		}
-	}
-	return out
+	return errors.Join(errs...)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/nicpool/nicpool/crds/workload"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 // Permissions the garbage collector and the pool finalizer need (leader election's
@@ -27,12 +28,16 @@ import (
 // +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderippools,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderippools/status,verbs=get;update
 // +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderendpoints,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=ipam.nicpool.io,resources=ipblocks,verbs=get;list;watch;create;patch;delete
 
 // SetupWithManager registers the garbage collector and the pool finalizer with mgr.
 // Both run only in the elected leader. The collector reads its snapshot from the
 // manager's cache and confirms absences with the manager's API reader.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	opts = opts.withDefaults()
+	if err := ledger.Indexes(context.Background(), mgr.GetCache()); err != nil {
+		return fmt.Errorf("set up nicpool garbage collector: cache indexes: %w", err)
+	}
 	collector := NewCollector(mgr.GetClient(), mgr.GetAPIReader(), opts)
 	if err := setupCollector(mgr, collector, opts); err != nil {
 		return fmt.Errorf("set up nicpool garbage collector: %w", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/crds/workload"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 // Reason says why an address is released or an endpoint deleted. It is the `reason`
@@ -74,8 +75,9 @@ type Snapshot struct {
 	Pods         []corev1.Pod
 	StatefulSets []appsv1.StatefulSet
 	// Nodes are read for their Ready condition only.
-	Nodes     []corev1.Node
-	Pools     []v2beta1.SpiderIPPool
+	Nodes []corev1.Node
+	// Records is every allocation record (ledger.List).
+	Records   []ledger.Record
 	Endpoints []v2beta1.SpiderEndpoint
 }
 
@@ -117,18 +119,16 @@ type Plan struct {
 func Decide(s Snapshot, p Policy) Plan {
 	ix := newIndex(s, p)
 	var plan Plan
-	for _, pool := range sortedPools(s.Pools) {
-		for _, addr := range sortedAddresses(pool.Status.AllocatedIPs) {
-			holder := pool.Status.AllocatedIPs[addr]
-			ns, name := splitPod(holder.Pod)
-			v := ix.judge(ns, name, holder.PodUID)
-			if v.returning && ix.superseded(ns, name, holder, addr) {
-				v = verdict{reason: ReasonSuperseded}
-			}
-			plan.Recheck = earliest(plan.Recheck, v.recheck)
-			if v.reason != "" {
-				plan.Releases = append(plan.Releases, Release{Pool: pool.Name, Address: addr, Holder: holder, Reason: v.reason})
-			}
+	for _, r := range sortedRecords(s.Records) {
+		holder, addr := r.Holder, r.Addr.String()
+		ns, name := splitPod(holder.Pod)
+		v := ix.judge(ns, name, holder.PodUID)
+		if v.returning && ix.superseded(ns, name, holder, addr) {
+			v = verdict{reason: ReasonSuperseded}
+		}
+		plan.Recheck = earliest(plan.Recheck, v.recheck)
+		if v.reason != "" {
+			plan.Releases = append(plan.Releases, Release{Pool: r.Pool, Address: addr, Holder: holder, Reason: v.reason})
 		}
 	}
 	for _, ep := range sortedEndpoints(s.Endpoints) {
@@ -202,10 +202,8 @@ func newIndex(s Snapshot, p Policy) *index {
 		ep := &s.Endpoints[i]
 		ix.endpoints[podName{ep.Namespace, ep.Name}] = ep
 	}
-	for _, pool := range s.Pools {
-		for addr, h := range pool.Status.AllocatedIPs {
-			ix.held[holding{h.PodUID, h.Interface, family(addr)}] = true
-		}
+	for _, r := range s.Records {
+		ix.held[holding{r.Holder.PodUID, r.Holder.Interface, family(r.Addr.String())}] = true
 	}
 	return ix
 }
@@ -379,21 +377,15 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-func sortedPools(pools []v2beta1.SpiderIPPool) []*v2beta1.SpiderIPPool {
-	out := make([]*v2beta1.SpiderIPPool, len(pools))
-	for i := range pools {
-		out[i] = &pools[i]
-	}
-	slices.SortFunc(out, func(a, b *v2beta1.SpiderIPPool) int { return cmp.Compare(a.Name, b.Name) })
-	return out
-}
-
-func sortedAddresses(m v2beta1.PoolIPAllocations) []string {
-	out := make([]string, 0, len(m))
-	for addr := range m {
-		out = append(out, addr)
-	}
-	slices.Sort(out)
+// sortedRecords orders records by pool, then address, for a deterministic plan.
+func sortedRecords(recs []ledger.Record) []ledger.Record {
+	out := slices.Clone(recs)
+	slices.SortFunc(out, func(a, b ledger.Record) int {
+		if c := cmp.Compare(a.Pool, b.Pool); c != 0 {
+			return c
+		}
+		return a.Addr.Compare(b.Addr)
+	})
 	return out
 }
 

@@ -2,6 +2,7 @@ package gc
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/crds/workload"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -55,13 +57,23 @@ func statefulSet(name string, replicas int32) appsv1.StatefulSet {
 // rec is one pool record: address → holder.
 type rec struct{ addr, pod, uid, iface string }
 
-func pool(name string, recs ...rec) v2beta1.SpiderIPPool {
-	p := v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	p.Status.AllocatedIPs = v2beta1.PoolIPAllocations{}
+// pool is the records of one pool.
+func pool(name string, recs ...rec) []ledger.Record {
+	var out []ledger.Record
 	for _, r := range recs {
-		p.Status.AllocatedIPs[r.addr] = v2beta1.PoolIPAllocation{Pod: "ns/" + r.pod, PodUID: r.uid, Interface: r.iface}
+		out = append(out, ledger.Record{Pool: name, Addr: netip.MustParseAddr(r.addr),
+			Holder: v2beta1.PoolIPAllocation{Pod: "ns/" + r.pod, PodUID: r.uid, Interface: r.iface}})
 	}
-	return p
+	return out
+}
+
+// records joins the records of several pools.
+func records(pools ...[]ledger.Record) []ledger.Record {
+	var out []ledger.Record
+	for _, p := range pools {
+		out = append(out, p...)
+	}
+	return out
 }
 
 func endpoint(name, uid, ownerKind, ownerName string) v2beta1.SpiderEndpoint {
@@ -96,19 +108,19 @@ func TestDecide(t *testing.T) {
 		name: "live pod keeps every interface's address and its endpoint",
 		snap: Snapshot{
 			Pods:      []corev1.Pod{pod("a", "u1")},
-			Pools:     []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}, rec{"10.0.0.2", "a", "u1", "net1"})},
+			Records:   records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}, rec{"10.0.0.2", "a", "u1", "net1"})),
 			Endpoints: []v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
 		},
 	}, {
 		name: "pending pod is live",
 		snap: Snapshot{
-			Pods:  []corev1.Pod{pod("a", "u1", phase(corev1.PodPending))},
-			Pools: []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})},
+			Pods:    []corev1.Pod{pod("a", "u1", phase(corev1.PodPending))},
+			Records: records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})),
 		},
 	}, {
 		name: "pod UID gone: addresses and endpoint released",
 		snap: Snapshot{
-			Pools:     []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}), pool("q", rec{"fd00::1", "a", "u1", "eth0"})},
+			Records:   records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}), pool("q", rec{"fd00::1", "a", "u1", "eth0"})),
 			Endpoints: []v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
 		},
 		want: []string{"10.0.0.1 pod-deleted", "fd00::1 pod-deleted", "endpoint a pod-deleted"},
@@ -116,7 +128,7 @@ func TestDecide(t *testing.T) {
 		name: "pod recreated under the same name with a new UID: the old UID's records go",
 		snap: Snapshot{
 			Pods:      []corev1.Pod{pod("a", "u2")},
-			Pools:     []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}, rec{"10.0.0.2", "a", "u2", "eth0"})},
+			Records:   records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}, rec{"10.0.0.2", "a", "u2", "eth0"})),
 			Endpoints: []v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
 		},
 		want: []string{"10.0.0.1 pod-deleted", "endpoint a pod-deleted"},
@@ -124,43 +136,43 @@ func TestDecide(t *testing.T) {
 		name: "succeeded and failed pods are released",
 		snap: Snapshot{
 			Pods: []corev1.Pod{pod("job-a", "u1", phase(corev1.PodSucceeded)), pod("job-b", "u2", phase(corev1.PodFailed))},
-			Pools: []v2beta1.SpiderIPPool{pool("p",
-				rec{"10.0.0.1", "job-a", "u1", "eth0"}, rec{"10.0.0.2", "job-b", "u2", "eth0"})},
+			Records: records(pool("p",
+				rec{"10.0.0.1", "job-a", "u1", "eth0"}, rec{"10.0.0.2", "job-b", "u2", "eth0"})),
 			Endpoints: []v2beta1.SpiderEndpoint{endpoint("job-a", "u1", "Job", "job")},
 		},
 		want: []string{"10.0.0.1 pod-finished", "10.0.0.2 pod-finished", "endpoint job-a pod-finished"},
 	}, {
 		name: "terminating within its grace is kept and rechecked at the end of it",
 		snap: Snapshot{
-			Pods:  []corev1.Pod{pod("a", "u1", deleting(now.Add(-10*time.Second)))},
-			Pools: []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})},
+			Pods:    []corev1.Pod{pod("a", "u1", deleting(now.Add(-10*time.Second)))},
+			Records: records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})),
 		},
 	}, {
 		name: "terminating past deletionTimestamp plus grace is released",
 		snap: Snapshot{
-			Pods:  []corev1.Pod{pod("a", "u1", deleting(now.Add(-grace)))},
-			Pools: []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})},
+			Pods:    []corev1.Pod{pod("a", "u1", deleting(now.Add(-grace)))},
+			Records: records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})),
 		},
 		want: []string{"10.0.0.1 pod-terminating"},
 	}, {
 		name: "StatefulSet pod absent between delete and re-create keeps addresses and endpoint",
 		snap: Snapshot{
 			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 2)},
-			Pools:        []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "web-1", "u1", "eth0"}, rec{"10.0.0.2", "web-1", "u1", "net1"})},
+			Records:      records(pool("p", rec{"10.0.0.1", "web-1", "u1", "eth0"}, rec{"10.0.0.2", "web-1", "u1", "net1"})),
 			Endpoints:    []v2beta1.SpiderEndpoint{endpoint("web-1", "u1", "StatefulSet", "web")},
 		},
 	}, {
 		name: "StatefulSet pod recognised by name alone (no endpoint) is kept",
 		snap: Snapshot{
 			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
-			Pools:        []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})},
+			Records:      records(pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})),
 		},
 	}, {
 		name: "recreated StatefulSet pod not yet through CNI ADD: old UID's record awaits takeover",
 		snap: Snapshot{
 			Pods:         []corev1.Pod{pod("web-0", "u2", ownedBy("web"), phase(corev1.PodPending))},
 			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
-			Pools:        []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})},
+			Records:      records(pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})),
 			Endpoints:    []v2beta1.SpiderEndpoint{endpoint("web-0", "u1", "StatefulSet", "web")},
 		},
 	}, {
@@ -168,15 +180,15 @@ func TestDecide(t *testing.T) {
 		snap: Snapshot{
 			Pods:         []corev1.Pod{pod("web-0", "u1", ownedBy("web"), phase(corev1.PodFailed))},
 			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
-			Pools:        []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})},
+			Records:      records(pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})),
 		},
 	}, {
 		name: "StatefulSet scaled down: ordinals at or above replicas released, below kept",
 		snap: Snapshot{
 			Pods:         []corev1.Pod{pod("web-0", "u0", ownedBy("web"))},
 			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
-			Pools: []v2beta1.SpiderIPPool{pool("p",
-				rec{"10.0.0.1", "web-0", "u0", "eth0"}, rec{"10.0.0.2", "web-1", "u1", "eth0"}, rec{"10.0.0.3", "web-2", "u2", "eth0"})},
+			Records: records(pool("p",
+				rec{"10.0.0.1", "web-0", "u0", "eth0"}, rec{"10.0.0.2", "web-1", "u1", "eth0"}, rec{"10.0.0.3", "web-2", "u2", "eth0"})),
 			Endpoints: []v2beta1.SpiderEndpoint{endpoint("web-1", "u1", "StatefulSet", "web")},
 		},
 		want: []string{"10.0.0.2 statefulset-scaled-down", "10.0.0.3 statefulset-scaled-down", "endpoint web-1 statefulset-scaled-down"},
@@ -188,15 +200,15 @@ func TestDecide(t *testing.T) {
 				s.Spec.Ordinals = &appsv1.StatefulSetOrdinals{Start: 5}
 				return s
 			}()},
-			Pools: []v2beta1.SpiderIPPool{pool("p",
+			Records: records(pool("p",
 				rec{"10.0.0.4", "web-4", "u4", "eth0"}, rec{"10.0.0.5", "web-5", "u5", "eth0"},
-				rec{"10.0.0.6", "web-6", "u6", "eth0"}, rec{"10.0.0.7", "web-7", "u7", "eth0"})},
+				rec{"10.0.0.6", "web-6", "u6", "eth0"}, rec{"10.0.0.7", "web-7", "u7", "eth0"})),
 		},
 		want: []string{"10.0.0.4 statefulset-scaled-down", "10.0.0.7 statefulset-scaled-down"},
 	}, {
 		name: "StatefulSet gone: recorded members released",
 		snap: Snapshot{
-			Pools:     []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})},
+			Records:   records(pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})),
 			Endpoints: []v2beta1.SpiderEndpoint{endpoint("web-0", "u1", "StatefulSet", "web")},
 		},
 		want: []string{"10.0.0.1 statefulset-gone", "endpoint web-0 statefulset-gone"},
@@ -208,7 +220,7 @@ func TestDecide(t *testing.T) {
 				s.DeletionTimestamp = &metav1.Time{Time: now}
 				return s
 			}()},
-			Pools: []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})},
+			Records: records(pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})),
 		},
 		want: []string{"10.0.0.1 statefulset-gone"},
 	}, {
@@ -216,18 +228,18 @@ func TestDecide(t *testing.T) {
 		snap: Snapshot{
 			Pods:         []corev1.Pod{pod("web-3", "u3", ownedBy("web"))},
 			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
-			Pools:        []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "web-3", "u3", "eth0"})},
+			Records:      records(pool("p", rec{"10.0.0.1", "web-3", "u3", "eth0"})),
 		},
 	}, {
 		name: "superseded: the new incarnation holds its own address of that family on that interface",
 		snap: Snapshot{
 			Pods:         []corev1.Pod{pod("web-0", "u2", ownedBy("web"))},
 			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
-			Pools: []v2beta1.SpiderIPPool{
+			Records: records(
 				pool("a", rec{"10.0.0.1", "web-0", "u1", "eth0"}, rec{"10.0.0.9", "web-0", "u1", "net1"}),
 				pool("b", rec{"10.1.0.1", "web-0", "u2", "eth0"}),
 				pool("c", rec{"fd00::1", "web-0", "u1", "eth0"}),
-			},
+			),
 			Endpoints: []v2beta1.SpiderEndpoint{endpoint("web-0", "u2", "StatefulSet", "web")},
 		},
 		// net1 and the IPv6 eth0 address may still be taken over; only eth0/IPv4 is orphaned.
@@ -235,7 +247,7 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "a plain pod whose name merely looks like an ordinal of no set is released",
 		snap: Snapshot{
-			Pools: []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "batch-7", "u1", "eth0"})},
+			Records: records(pool("p", rec{"10.0.0.1", "batch-7", "u1", "eth0"})),
 		},
 		want: []string{"10.0.0.1 pod-deleted"},
 	}, {
@@ -280,9 +292,9 @@ func TestDecide(t *testing.T) {
 
 func TestDecideKeepTerminating(t *testing.T) {
 	plan := Decide(Snapshot{
-		Now:   now,
-		Pods:  []corev1.Pod{pod("a", "u1", deleting(now.Add(-time.Hour)))},
-		Pools: []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})},
+		Now:     now,
+		Pods:    []corev1.Pod{pod("a", "u1", deleting(now.Add(-time.Hour)))},
+		Records: records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})),
 	}, Policy{KeepTerminating: true})
 	if got := released(plan); len(got) != 0 || !plan.Recheck.IsZero() {
 		t.Errorf("KeepTerminating: released %q, recheck %v; want nothing", got, plan.Recheck)
@@ -319,10 +331,10 @@ func TestDecideNotReadyNode(t *testing.T) {
 		},
 		Nodes: []corev1.Node{node("ready", corev1.ConditionTrue), node("partitioned", corev1.ConditionUnknown),
 			node("down", corev1.ConditionFalse), node("new", "")},
-		Pools: []v2beta1.SpiderIPPool{pool("p",
+		Records: pool("p",
 			rec{"10.0.0.1", "on-ready", "u1", "eth0"}, rec{"10.0.0.2", "on-unknown", "u2", "eth0"},
 			rec{"10.0.0.3", "on-false", "u3", "eth0"}, rec{"10.0.0.4", "on-unreported", "u4", "eth0"},
-			rec{"10.0.0.5", "on-deleted-node", "u5", "eth0"}, rec{"10.0.0.6", "finished-on-unknown", "u6", "eth0"})},
+			rec{"10.0.0.5", "on-deleted-node", "u5", "eth0"}, rec{"10.0.0.6", "finished-on-unknown", "u6", "eth0"}),
 	}
 	got := released(Decide(snap, Policy{TerminatingGrace: 30 * time.Second}))
 	want := []string{"10.0.0.1 pod-terminating", "10.0.0.5 pod-terminating", "10.0.0.6 pod-finished"}
@@ -363,9 +375,9 @@ func TestDecideNotReadyNode(t *testing.T) {
 func TestDecideRecheckAtEndOfGrace(t *testing.T) {
 	del := now.Add(-10 * time.Second)
 	plan := Decide(Snapshot{
-		Now:   now,
-		Pods:  []corev1.Pod{pod("a", "u1", deleting(del)), pod("b", "u2", deleting(del.Add(time.Minute)))},
-		Pools: []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}, rec{"10.0.0.2", "b", "u2", "eth0"})},
+		Now:     now,
+		Pods:    []corev1.Pod{pod("a", "u1", deleting(del)), pod("b", "u2", deleting(del.Add(time.Minute)))},
+		Records: records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}, rec{"10.0.0.2", "b", "u2", "eth0"})),
 	}, Policy{TerminatingGrace: 30 * time.Second})
 	if want := del.Add(30 * time.Second); !plan.Recheck.Equal(want) {
 		t.Errorf("Recheck = %v, want the earliest end of grace %v", plan.Recheck, want)
@@ -375,7 +387,7 @@ func TestDecideRecheckAtEndOfGrace(t *testing.T) {
 func TestReleaseCarriesHolderAndEndpointPreconditions(t *testing.T) {
 	plan := Decide(Snapshot{
 		Now:       now,
-		Pools:     []v2beta1.SpiderIPPool{pool("p", rec{"10.0.0.1", "a", "u1", "net2"})},
+		Records:   records(pool("p", rec{"10.0.0.1", "a", "u1", "net2"})),
 		Endpoints: []v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
 	}, Policy{})
 	wantRel := Release{Pool: "p", Address: "10.0.0.1", Reason: ReasonPodDeleted,

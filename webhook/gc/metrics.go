@@ -29,10 +29,6 @@ var (
 		Name: "nicpool_gc_pending_releases",
 		Help: "Addresses and endpoints whose pod is missing but not yet for the minimum age.",
 	})
-	writeConflictsTotal = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "nicpool_gc_pool_write_conflicts_total",
-		Help: "Pool status writes of the garbage collector rejected with 409 Conflict.",
-	})
 )
 
 func init() {
@@ -46,5 +42,5 @@ func init() {
 	runsTotal.WithLabelValues("success")
 	runsTotal.WithLabelValues("error")
 	crmetrics.Registry.MustRegister(releasesTotal, endpointDeletionsTotal, runsTotal,
-		passDuration, pendingReleases, writeConflictsTotal)
+		passDuration, pendingReleases)
 }

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/webhook/gc"
 	"github.com/nicpool/nicpool/webhook/lookup"
 )
@@ -32,7 +32,7 @@ import (
 // pool finalizer, leader-elected as in the webhook Deployment. There is no
 // kube-controller-manager: the tests create pods themselves (with owner references
 // where a StatefulSet would) and set their phase as the kubelet would, and fill pool
-// statuses and endpoints as ipamd would.
+// blocks and endpoints as ipamd would.
 
 var (
 	env *testenv.Env
@@ -153,24 +153,13 @@ func setPhase(pod *corev1.Pod, phase corev1.PodPhase) {
 	})).To(Succeed())
 }
 
-// hold records addresses in a pool as ipamd does: compare-and-swap on the status.
+// hold records addresses in a pool's blocks on node-a, through the ledger as ipamd's
+// writes go (compare-and-swap on each block).
 func hold(pool string, holders map[string]v2beta1.PoolIPAllocation) {
-	// Generous: in the churn test several writers and collectors race for one pool.
-	backoff := wait.Backoff{Steps: 100, Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: 200 * time.Millisecond}
-	Expect(retry.RetryOnConflict(backoff, func() error {
-		var p v2beta1.SpiderIPPool
-		if err := k8s.Get(ctx, client.ObjectKey{Name: pool}, &p); err != nil {
-			return err
-		}
-		if p.Status.AllocatedIPs == nil {
-			p.Status.AllocatedIPs = v2beta1.PoolIPAllocations{}
-		}
-		for addr, h := range holders {
-			p.Status.AllocatedIPs[addr] = h
-		}
-		p.Status.AllocatedIPCount = ptr.To(int64(len(p.Status.AllocatedIPs)))
-		return k8s.Status().Update(ctx, &p)
-	})).To(Succeed())
+	var p v2beta1.SpiderIPPool
+	Expect(k8s.Get(ctx, client.ObjectKey{Name: pool}, &p)).To(Succeed())
+	node := ledger.New(ledger.Options{Node: "node-a", Cache: k8s, Client: k8s, Fresh: k8s, Log: GinkgoLogr})
+	Expect(node.Import(ctx, &p, holders)).To(Succeed())
 }
 
 func holder(pod *corev1.Pod, iface string) v2beta1.PoolIPAllocation {
@@ -195,12 +184,19 @@ func recordEndpoint(pod *corev1.Pod, ownerKind, ownerName string, ips map[string
 
 // --- what a user observes ---
 
+// allocated is what the pool's addresses are allocated to, through the ledger's
+// listing, which also reports blocks whose counts disagree with their records.
 func allocated(pool string) v2beta1.PoolIPAllocations {
-	var p v2beta1.SpiderIPPool
-	Expect(k8s.Get(ctx, client.ObjectKey{Name: pool}, &p)).To(Succeed())
-	Expect(ptr.Deref(p.Status.AllocatedIPCount, 0)).To(BeEquivalentTo(len(p.Status.AllocatedIPs)),
-		"allocatedIPCount must match allocatedIPs")
-	return p.Status.AllocatedIPs
+	recs, bad, err := ledger.List(ctx, k8s)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(bad).To(BeEmpty(), "blocks must be written consistently")
+	out := v2beta1.PoolIPAllocations{}
+	for _, r := range recs {
+		if r.Pool == pool {
+			out[r.Addr.String()] = r.Holder
+		}
+	}
+	return out
 }
 
 func allocatedFn(pool string) func() v2beta1.PoolIPAllocations {

@@ -19,6 +19,7 @@ import (
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/crds/ipranges"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 var poolKind = v2beta1.GroupVersion.WithKind(v2beta1.KindSpiderIPPool).GroupKind()
@@ -96,7 +97,11 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, p *v2beta1.SpiderIP
 	}
 	errs, allocatable := validateSpec(&p.Spec)
 	if len(errs) == 0 {
-		errs = append(errs, keepsAllocated(old, &p.Spec)...)
+		recs, err := v.records(ctx, old.Name)
+		if err != nil {
+			return nil, err
+		}
+		errs = append(errs, keepsAllocated(recs, &p.Spec)...)
 	}
 	if len(errs) == 0 {
 		errs = v.validateOverlap(ctx, p, allocatable)
@@ -106,13 +111,26 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, p *v2beta1.SpiderIP
 
 // ValidateDelete implements admission.Validator: a pool that still holds addresses
 // stays, whoever asks.
-func (v *Validator) ValidateDelete(_ context.Context, p *v2beta1.SpiderIPPool) (admission.Warnings, error) {
-	n := len(p.Status.AllocatedIPs)
-	if n == 0 {
-		return nil, nil
+func (v *Validator) ValidateDelete(ctx context.Context, p *v2beta1.SpiderIPPool) (admission.Warnings, error) {
+	recs, err := v.records(ctx, p.Name)
+	if err != nil || len(recs) == 0 {
+		return nil, err
 	}
 	return nil, apierrors.NewForbidden(v2beta1.GroupVersion.WithResource("spiderippools").GroupResource(), p.Name,
-		fmt.Errorf("the pool still has %d allocated address(es) (%s): delete those pods, or wait until their addresses are released, then delete the pool", n, holders(p.Status.AllocatedIPs, nil)))
+		fmt.Errorf("the pool still has %d allocated address(es) (%s): delete those pods, or wait until their addresses are released, then delete the pool", len(recs), holders(recs, nil)))
+}
+
+// records reads the pool's allocation records (its blocks, and its status before
+// migration) from the API server.
+func (v *Validator) records(ctx context.Context, pool string) (v2beta1.PoolIPAllocations, error) {
+	if v.Reader == nil {
+		return nil, nil
+	}
+	recs, err := ledger.PoolRecords(ctx, v.Reader, pool)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("read the addresses pool %s holds: %w", pool, err))
+	}
+	return recs, nil
 }
 
 func family(s *v2beta1.IPPoolSpec) int64 {
@@ -217,8 +235,8 @@ func validateRoutes(routes []v2beta1.Route, subnet netip.Prefix, p *field.Path) 
 // keepsAllocated refuses a spec that no longer makes an allocated address
 // allocatable (removed from ips, excluded, or made the gateway). Reserved addresses
 // are left out: reserving an address later does not take it from its pod.
-func keepsAllocated(old *v2beta1.SpiderIPPool, s *v2beta1.IPPoolSpec) field.ErrorList {
-	if len(old.Status.AllocatedIPs) == 0 {
+func keepsAllocated(recs v2beta1.PoolIPAllocations, s *v2beta1.IPPoolSpec) field.ErrorList {
+	if len(recs) == 0 {
 		return nil
 	}
 	set, errs := ipranges.Allocatable(s, nil)
@@ -226,7 +244,7 @@ func keepsAllocated(old *v2beta1.SpiderIPPool, s *v2beta1.IPPoolSpec) field.Erro
 		return errs
 	}
 	var lost []string
-	for addr := range old.Status.AllocatedIPs {
+	for addr := range recs {
 		a, err := netip.ParseAddr(addr)
 		if err != nil || !set.Contains(a) {
 			lost = append(lost, addr)
@@ -235,7 +253,7 @@ func keepsAllocated(old *v2beta1.SpiderIPPool, s *v2beta1.IPPoolSpec) field.Erro
 	if len(lost) == 0 {
 		return nil
 	}
-	return field.ErrorList{field.Forbidden(field.NewPath("spec"), fmt.Sprintf("would make %d allocated address(es) unallocatable (%s): keep them in spec.ips and out of spec.excludeIPs and spec.gateway until their pods release them", len(lost), holders(old.Status.AllocatedIPs, lost)))}
+	return field.ErrorList{field.Forbidden(field.NewPath("spec"), fmt.Sprintf("would make %d allocated address(es) unallocatable (%s): keep them in spec.ips and out of spec.excludeIPs and spec.gateway until their pods release them", len(lost), holders(recs, lost)))}
 }
 
 // holders lists up to three addresses (of only, or of all when only is nil) with
@@ -280,7 +298,7 @@ func (v *Validator) validateOverlap(ctx context.Context, p *v2beta1.SpiderIPPool
 	if err := v.Reader.List(ctx, &pools); err != nil {
 		return field.ErrorList{field.InternalError(spec, fmt.Errorf("list SpiderIPPools: %w", err))}
 	}
-	reserved, err := ReservedSet(ctx, v.Reader)
+	reserved, err := ledger.ReservedSet(ctx, v.Reader)
 	if err != nil {
 		return field.ErrorList{field.InternalError(spec, err)}
 	}

@@ -2,14 +2,11 @@ package pool
 
 import (
 	"context"
-	"fmt"
 
 	"net/netip"
 
-	"go4.org/netipx"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
@@ -71,21 +68,4 @@ func (ReservedValidator) ValidateUpdate(_ context.Context, _, r *v2beta1.SpiderR
 // ValidateDelete implements admission.Validator.
 func (ReservedValidator) ValidateDelete(context.Context, *v2beta1.SpiderReservedIP) (admission.Warnings, error) {
 	return nil, nil
-}
-
-// ReservedSet is every address reserved by a SpiderReservedIP: never allocatable.
-func ReservedSet(ctx context.Context, r client.Reader) (*netipx.IPSet, error) {
-	var list v2beta1.SpiderReservedIPList
-	if err := r.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("list SpiderReservedIPs: %w", err)
-	}
-	var b netipx.IPSetBuilder
-	for _, item := range list.Items {
-		for _, s := range item.Spec.IPs {
-			if rg, err := ipranges.ParseRange(s, nil); err == nil {
-				b.AddRange(rg)
-			}
-		}
-	}
-	return b.IPSet()
 }
