@@ -107,7 +107,7 @@ func TestBinaryKilledMidAllocationAndRestarted(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, m := range []string{"nicpool_ipamd_allocations_total", "nicpool_ipamd_allocation_duration_seconds", "nicpool_ipamd_pool_ops_per_write"} {
+	for _, m := range []string{"nicpool_ipamd_allocations_total", "nicpool_ipamd_allocation_duration_seconds", "nicpool_ledger_ops_per_write"} {
 		if !strings.Contains(string(body), m) {
 			t.Errorf("metrics lack %s", m)
 		}

@@ -21,8 +21,13 @@ import (
 // writer added or changed meanwhile makes it start again, so nothing is lost. It is
 // idempotent and safe to run from several processes at once; ipamd runs it before it
 // touches a pool that still has such records, the webhook's pool controller for every
-// pool.
+// pool. A pool whose cached copy holds no such record costs no read of the API server:
+// the cache catching up with one is a pool change that brings the caller back.
 func (l *Ledger) Migrate(ctx context.Context, pool string) error {
+	cached := &v2beta1.SpiderIPPool{}
+	if err := l.opts.Cache.Get(ctx, client.ObjectKey{Name: pool}, cached); err == nil && len(cached.Status.AllocatedIPs) == 0 {
+		return nil
+	}
 	return l.migrate(ctx, l.poolState(pool))
 }
 

@@ -11,14 +11,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"go4.org/netipx"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
-	"github.com/nicpool/nicpool/crds/ipranges"
 	"github.com/nicpool/nicpool/ipamd/allocator"
+	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/ipamd/metrics"
 )
 
@@ -257,7 +255,7 @@ func (c *Committer) commit(pool string, q *poolQueue, batch []*request) {
 // apply runs every request's ops on obj's status and splits the results by request.
 // last is where the pool's next allocation continues once obj is written.
 func (c *Committer) apply(ctx context.Context, q *poolQueue, obj *v2beta1.SpiderIPPool, batch []*request) ([][]allocator.Result, bool, netip.Addr, error) {
-	reserved, err := ReservedSet(ctx, c.Cache)
+	reserved, err := ledger.ReservedSet(ctx, c.Cache)
 	if err != nil {
 		return nil, false, netip.Addr{}, fmt.Errorf("read SpiderReservedIPs: %w", err)
 	}
@@ -349,24 +347,6 @@ func newer(a, b *v2beta1.SpiderIPPool) bool {
 	ra, ea := strconv.ParseUint(a.ResourceVersion, 10, 64)
 	rb, eb := strconv.ParseUint(b.ResourceVersion, 10, 64)
 	return ea == nil && eb == nil && ra > rb
-}
-
-// ReservedSet is the union of every SpiderReservedIP's addresses.
-func ReservedSet(ctx context.Context, r client.Reader) (*netipx.IPSet, error) {
-	var list v2beta1.SpiderReservedIPList
-	if err := r.List(ctx, &list); err != nil {
-		return nil, err
-	}
-	var b netipx.IPSetBuilder
-	for _, rip := range list.Items {
-		for _, s := range rip.Spec.IPs {
-			// The webhook validates these; an invalid one withholds nothing.
-			if r, err := ipranges.ParseRange(s, field.NewPath("spec", "ips")); err == nil {
-				b.AddRange(r)
-			}
-		}
-	}
-	return b.IPSet()
 }
 
 // Release removes addrs (all of owner's records when addrs is empty) from a pool

@@ -1,6 +1,6 @@
-// Package store writes allocations into SpiderIPPool status against the API server.
-// Every write is a compare-and-swap on the pool's resourceVersion; requests for one
-// pool that queue while a write is in flight go out together in the next write (group
-// commit), and a 409 Conflict re-reads the pool once and retries what is still pending.
-// It knows storage and nothing of ranges: which address to take is the allocator's job.
+// Package store is the layout nicpool used before IPBlocks: every record in the
+// SpiderIPPool's status, written with a compare-and-swap on the pool's resourceVersion
+// and group commit. No binary uses it any more (ipamd/ledger is the one writer of
+// allocation state); it stays as the baseline ipamd/ledger's BenchmarkLayouts measures
+// the block layout against.
 package store

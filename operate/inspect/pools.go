@@ -13,7 +13,6 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/ledger"
-	"github.com/nicpool/nicpool/ipamd/store"
 )
 
 // PoolReport is the usage of one pool.
@@ -45,7 +44,7 @@ func Pools(ctx context.Context, r client.Reader) ([]PoolReport, error) {
 	if err := r.List(ctx, &pools); err != nil {
 		return nil, fmt.Errorf("list SpiderIPPools: %w", err)
 	}
-	reserved, err := store.ReservedSet(ctx, r)
+	reserved, err := ledger.ReservedSet(ctx, r)
 	if err != nil {
 		return nil, fmt.Errorf("list SpiderReservedIPs: %w", err)
 	}
