@@ -27,10 +27,9 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/ledger"
-	"github.com/nicpool/nicpool/ipamd/store"
 )
 
-// BenchmarkLayouts compares three ways to store allocation records, with the same
+// BenchmarkLayouts compares two ways to store allocation records, with the same
 // load: N allocations (NICPOOL_LAYOUT_N, default 1000) from 10 nodes at once, into a
 // pool of exactly N addresses, against one real API server. Each node is a process of
 // its own in miniature: its own informer cache and API client. It reports, per
@@ -38,8 +37,6 @@ import (
 // watch events the nodes receive to keep their view current (summed over nodes), and
 // the wall time.
 //
-//   - pool-status: every record in the pool's status.allocatedIPs (ipamd/store, the
-//     layout before IPBlocks); every node watches the pool.
 //   - per-address: one object per address, created by the allocating node after a
 //     random pick among the addresses its cache shows free (Kubernetes' IPAddress
 //     allocator, KEP-1880); every node watches every address object.
@@ -50,7 +47,7 @@ func BenchmarkLayouts(b *testing.B) {
 		n = v
 	}
 	const nodes = 10
-	for _, layout := range []string{"pool-status", "per-address", "blocks"} {
+	for _, layout := range []string{"per-address", "blocks"} {
 		b.Run(layout, func(b *testing.B) {
 			for iter := range b.N {
 				runLayout(b, layout, n, nodes, iter)
@@ -116,8 +113,6 @@ func runLayout(b *testing.B, layout string, n, nodes, iter int) {
 		opts := cache.Options{Scheme: env.Scheme, DefaultTransform: cache.TransformStripManagedFields()}
 		var watched client.Object
 		switch layout {
-		case "pool-status":
-			watched = &v2beta1.SpiderIPPool{}
 		case "per-address":
 			watched = &ipamv1alpha1.IPBlock{}
 			opts.ByObject = map[client.Object]cache.ByObject{watched: {Field: fields.OneTermEqualSelector(ipamv1alpha1.FieldPool, pool)}}
@@ -158,15 +153,6 @@ func runLayout(b *testing.B, layout string, n, nodes, iter int) {
 		waitPool(b, ctx, c, pool)
 		ns[i].cache = c
 		switch layout {
-		case "pool-status":
-			cm := store.NewCommitter(c, writer, writer, logr.Discard())
-			ns[i].alloc = func(ctx context.Context, o allocator.Owner) error {
-				res, err := cm.Do(ctx, pool, allocator.Op{Kind: allocator.Allocate, Owner: o})
-				if err == nil {
-					err = res[0].Err
-				}
-				return err
-			}
 		case "per-address":
 			ns[i].alloc = perAddress(c, writer, pool, first, n)
 		case "blocks":

@@ -56,23 +56,6 @@ var (
 		Help:    "Time one CNI ADD spends in each phase: pools (choice and pool writes), endpoint (SpiderEndpoint write).",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 	}, []string{"phase"})
-	PoolWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "nicpool_ipamd_pool_writes_total",
-		Help: "Pool status writes (compare-and-swap), by result: ok, conflict, error.",
-	}, []string{"pool", "result"})
-	WriteConflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "nicpool_ipamd_pool_write_conflicts_total",
-		Help: "Pool status writes rejected with 409 Conflict (another writer was first).",
-	}, []string{"pool"})
-	OpsPerWrite = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "nicpool_ipamd_pool_ops_per_write",
-		Help:    "Allocations, releases and transfers carried by one pool status write (group commit).",
-		Buckets: prometheus.ExponentialBuckets(1, 2, 11),
-	})
-	Exhausted = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "nicpool_ipamd_pool_exhausted_total",
-		Help: "Allocations refused because a pool had no free address.",
-	}, []string{"pool"})
 	EndpointWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nicpool_ipamd_endpoint_writes_total",
 		Help: "SpiderEndpoint creates, updates and deletes, by result.",
@@ -110,5 +93,5 @@ func init() {
 		Releases.WithLabelValues(o)
 	}
 	crmetrics.Registry.MustRegister(Allocations, AllocationDuration, AllocationPhase, Releases, ReleaseDuration,
-		PoolWrites, WriteConflicts, OpsPerWrite, Exhausted, EndpointWrites)
+		EndpointWrites)
 }
