@@ -113,8 +113,9 @@ func TestEveryKustomizationIsAcceptedByTheAPIServer(t *testing.T) {
 }
 
 // The API server's PodSecurity admission agrees with the manifests: the webhook's
-// pods meet the restricted profile, ipamd's need the privileged level that nicpool's
-// namespace grants (and the baseline level refuses them).
+// pods meet the restricted profile but for the host network they run on, ipamd's need
+// the privileged level that nicpool's namespace grants (and the baseline level
+// refuses both).
 func TestPodSecurityLevels(t *testing.T) {
 	e := controlPlane(t)
 	ctx := context.Background()
@@ -128,12 +129,24 @@ func TestPodSecurityLevels(t *testing.T) {
 	apply(t, e.Client, kinds(objs, "Namespace"))
 	webhook := object[appsv1.Deployment](t, objs, "Deployment", "nicpool-webhook").Spec.Template
 	ipamd := object[appsv1.DaemonSet](t, objs, "DaemonSet", "nicpool-ipamd").Spec.Template
+	// The webhook's pod as it would be on the pod network: no host network, no host
+	// ports (which the API server derives from the container ports on the host network).
+	podNetworkWebhook := *webhook.DeepCopy()
+	podNetworkWebhook.Spec.HostNetwork = false
+	podNetworkWebhook.Spec.DNSPolicy = corev1.DNSClusterFirst
+	for i := range podNetworkWebhook.Spec.Containers {
+		for j := range podNetworkWebhook.Spec.Containers[i].Ports {
+			podNetworkWebhook.Spec.Containers[i].Ports[j].HostPort = 0
+		}
+	}
 	for _, tc := range []struct {
 		pod       corev1.PodTemplateSpec
 		namespace string
 		accepted  bool
 	}{
-		{webhook, "psa-restricted", true},
+		{podNetworkWebhook, "psa-restricted", true},
+		{webhook, "psa-baseline", false},
+		{webhook, namespace, true},
 		{ipamd, "psa-baseline", false},
 		{ipamd, namespace, true},
 	} {

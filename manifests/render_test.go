@@ -188,6 +188,37 @@ func TestWebhookDeployment(t *testing.T) {
 	})
 }
 
+// The webhook runs on the host network, so that it needs no pod address from the
+// pools it guards (a fresh cluster whose pod network nicpool serves installs in any
+// order). Its ports are then ports of the node: each flag listens where its named
+// containerPort says (the scheduler places host ports by them), none collides with
+// ipamd's on the same node, and a roll needs no node beyond those the replicas hold.
+func TestWebhookOnTheHostNetwork(t *testing.T) {
+	forEachKustomization(t, func(t *testing.T, objs []*unstructured.Unstructured) {
+		d := object[appsv1.Deployment](t, objs, "Deployment", "nicpool-webhook")
+		pod := d.Spec.Template.Spec
+		if !pod.HostNetwork || pod.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+			t.Errorf("the webhook must use the host network (hostNetwork %v, dnsPolicy %s)", pod.HostNetwork, pod.DNSPolicy)
+		}
+		c := pod.Containers[0]
+		for name, flag := range map[string]string{"webhook": "--webhook-port", "metrics": "--metrics-bind-address", "health": "--health-probe-bind-address"} {
+			if got, want := portNumber(c, intstr.FromString(name)), flagPort(t, c.Args, flag); got != want {
+				t.Errorf("containerPort %q is %d but %s listens on %d: change both together", name, got, flag, want)
+			}
+		}
+		ipamd := object[appsv1.DaemonSet](t, objs, "DaemonSet", "nicpool-ipamd").Spec.Template.Spec.Containers[0]
+		for _, p := range c.Ports {
+			if portNumber(ipamd, intstr.FromInt32(p.ContainerPort)) != 0 {
+				t.Errorf("webhook port %s (%d) is also ipamd's: both hold it on the same node", p.Name, p.ContainerPort)
+			}
+		}
+		roll := d.Spec.Strategy.RollingUpdate
+		if roll == nil || roll.MaxSurge == nil || roll.MaxSurge.IntValue() != 0 || roll.MaxUnavailable == nil || roll.MaxUnavailable.IntValue() != 1 {
+			t.Errorf("rolling update %+v: want maxSurge 0 (a surge replica needs a node without the webhook) and maxUnavailable 1", roll)
+		}
+	})
+}
+
 // The webhook configurations are exactly webhook/configs' and call the Service that
 // fronts the webhook Deployment.
 func TestWebhookConfigurations(t *testing.T) {
@@ -407,6 +438,16 @@ func argValue(args []string, flag string) string {
 		}
 	}
 	return ""
+}
+
+// flagPort is the port of a --flag=PORT or --flag=[HOST]:PORT argument.
+func flagPort(t *testing.T, args []string, flag string) int32 {
+	t.Helper()
+	v := argValue(args, flag)
+	if i := strings.LastIndex(v, ":"); i >= 0 {
+		v = v[i+1:]
+	}
+	return int32(atoi(t, v))
 }
 
 func hasPort(c corev1.Container, p intstr.IntOrString) bool { return portNumber(c, p) != 0 }
