@@ -53,6 +53,10 @@ type Options struct {
 	// LeaderElection makes only the elected replica generate and inject; every
 	// replica's Keeper still serves the Secret's certificate.
 	LeaderElection bool
+	// RotatorName names the rotating controller (default nicpool-cert-rotator):
+	// controller names are unique in a process, so a test running two replicas in
+	// one process names them apart.
+	RotatorName string
 }
 
 // Keeper holds the serving certificate currently in the Secret.
@@ -115,6 +119,10 @@ func Setup(ctx context.Context, mgr manager.Manager, k *Keeper, o Options) error
 		certDir = d
 	}
 	k.certDir = certDir
+	name := o.RotatorName
+	if name == "" {
+		name = "nicpool-cert-rotator"
+	}
 	r := &rotator.CertRotator{
 		SecretKey:              types.NamespacedName{Namespace: o.Namespace, Name: o.SecretName},
 		CertDir:                certDir,
@@ -130,7 +138,7 @@ func Setup(ctx context.Context, mgr manager.Manager, k *Keeper, o Options) error
 		ServerCertDuration:     o.CertValidity,
 		LookaheadInterval:      o.Lookahead,
 		RotationCheckFrequency: o.CheckInterval,
-		ControllerName:         "nicpool-cert-rotator",
+		ControllerName:         name,
 	}
 	if err := rotator.AddRotator(mgr, r); err != nil {
 		return fmt.Errorf("self-managed certificates: %w", err)
@@ -186,8 +194,15 @@ func (k *Keeper) watch(ctx context.Context, mgr manager.Manager, o Options) erro
 	}); err != nil {
 		return err
 	}
-	return mgr.Add(c)
+	// Every replica serves, so every replica reads the Secret: without this, the
+	// manager would start the cache on the elected replica only.
+	return mgr.Add(everyReplica{c})
 }
+
+// everyReplica runs a cache whether or not its replica is elected.
+type everyReplica struct{ cache.Cache }
+
+func (everyReplica) NeedLeaderElection() bool { return false }
 
 func (k *Keeper) load(s *corev1.Secret) error {
 	crt, key := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]

@@ -273,6 +273,41 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 		return injected && keeper.Current() != nil, nil
 	})
 
+	// A second replica, which does not lead while the first holds the lease: it
+	// serves the same certificate, read from the Secret the leader filled.
+	replica := certs.NewKeeper()
+	replicaMgr, err := ctrl.NewManager(webhookRefused.watch(serviceAccount(e, "nicpool-webhook")), ctrl.Options{
+		Scheme:                        nicwebhook.NewScheme(),
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
+		LeaderElection:                true,
+		LeaderElectionID:              "nicpool-webhook",
+		LeaderElectionNamespace:       namespace,
+		LeaderElectionReleaseOnCancel: true,
+		Controller:                    ctrlconfig.Controller{SkipNameValidation: &skipNameValidation},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := certs.Setup(ctx, replicaMgr, replica, certs.Options{
+		Namespace: namespace, SecretName: "nicpool-webhook-cert",
+		DNSName: "nicpool-webhook.nicpool-system.svc", ExtraDNSNames: []string{"localhost"},
+		MutatingWebhooks: []string{configs.MutatingName}, ValidatingWebhooks: []string{configs.ValidatingName},
+		LeaderElection: true, RotatorName: "nicpool-cert-rotator-replica",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	replicaCtx, stopReplica := context.WithCancel(ctx)
+	replicaDone := make(chan error, 1)
+	go func() { replicaDone <- replicaMgr.Start(replicaCtx) }()
+	eventually(t, "the second replica serves the leader's certificate", func(context.Context) (bool, error) {
+		return replica.Current() != nil && replica.Current().Equal(keeper.Current()), nil
+	})
+	stopReplica()
+	if err := <-replicaDone; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("second replica's manager: %v", err)
+	}
+
 	// The admin creates a pool (defaulted and validated by the webhook: retried
 	// until the webhook server has loaded its certificate), a namespace and a pod on
 	// ipamd's node that selects the pool in the single-NIC form.
