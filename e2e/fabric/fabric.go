@@ -122,6 +122,17 @@ func (f *Fabric) Route(network string, gateways ...netip.Prefix) error {
 	return nil
 }
 
+// RouteOnLink routes dest out of network's bridge from the fabric itself, so that
+// connections the fabric opens to it (Service addresses, which its kube-proxy
+// rewrites) get past the routing decision.
+func (f *Fabric) RouteOnLink(network string, dest netip.Prefix) error {
+	i := slices.Index(f.Networks, network)
+	if i < 0 {
+		return fmt.Errorf("no network %s in the fabric (%v)", network, f.Networks)
+	}
+	return ip("-n", f.name, "route", "add", dest.String(), "dev", fmt.Sprintf("br%d", i))
+}
+
 // Close removes the node namespaces and the fabric; their links go with them.
 func (f *Fabric) Close() error {
 	f.mu.Lock()

@@ -50,6 +50,9 @@ var (
 	// kubernetesServiceIP is the `kubernetes` Service's address in envtest's Service
 	// range 10.0.0.0/24: what pods dial to reach the API server.
 	kubernetesServiceIP = "10.0.0.1"
+	// serviceRange is envtest's Service range, which the fabric routes to its
+	// kube-proxy: the API server's egress dials webhooks' Services from there.
+	serviceRange = netip.MustParsePrefix("10.0.0.0/24")
 )
 
 // nodeAddress is the i-th real node's address on the cluster network, above the
@@ -88,6 +91,9 @@ func (s *Stack) startKubeletCluster(ctx context.Context, kubeconfig string) erro
 		return err
 	}
 	if err := s.Fabric.Route(Uplinks[1], secondaryGateway...); err != nil {
+		return err
+	}
+	if err := s.Fabric.RouteOnLink(Uplinks[0], serviceRange); err != nil {
 		return err
 	}
 	dir := filepath.Join(s.Dir, "cluster")
@@ -273,18 +279,27 @@ func imageArchives() ([]string, error) {
 }
 
 // installNicpool installs nicpool as a user does: kubectl apply -k of the
-// self-managed overlay, then waits until ipamd runs on every node and the webhook
-// answers. The sample pools go first: nicpool is the cluster network's IPAM, so the
-// webhook's own pods need addresses from a pool, and pools cannot be created while
-// the webhook does not answer (its configuration fails closed).
+// self-managed overlay, waits until ipamd runs on every node and the webhook answers
+// (on the host network: its pods need no address from the pools it guards), then
+// creates the sample pools through it.
 func (s *Stack) installNicpool(ctx context.Context) error {
-	if _, err := s.Apply(ctx, filepath.Join(testenv.RepoRoot(), "examples", ExamplePools)); err != nil {
-		return fmt.Errorf("sample pools: %w", err)
-	}
 	if err := s.Kubectl(ctx, io.Discard, "apply", "-k", filepath.Join(testenv.RepoRoot(), "manifests", "overlays", "self-managed")); err != nil {
 		return err
 	}
-	return s.waitNicpool(ctx)
+	if err := s.waitNicpool(ctx); err != nil {
+		return err
+	}
+	// The first pool is also the proof that the API server reaches the webhook
+	// through its Service: retried until the Service's endpoints are programmed.
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, last = s.Apply(ctx, filepath.Join(testenv.RepoRoot(), "examples", ExamplePools))
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("sample pools through the webhook's Service: %w (%v)", last, err)
+	}
+	return nil
 }
 
 // Kubectl runs bin/kubectl as the admin, its output to out.
