@@ -125,7 +125,7 @@ func TestWebhookWorksUnderCertManagerRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nicwebhook.Setup(ctx, mgr); err != nil {
+	if _, err := nicwebhook.Setup(ctx, mgr, nicwebhook.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := gc.SetupWithManager(mgr, gc.Options{}); err != nil {

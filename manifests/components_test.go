@@ -198,7 +198,7 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nicwebhook.Setup(ctx, mgr); err != nil {
+	if _, err := nicwebhook.Setup(ctx, mgr, nicwebhook.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := gc.SetupWithManager(mgr, gc.Options{MinAge: -1, TerminatingGrace: -1, Debounce: 50 * time.Millisecond, Interval: time.Second}); err != nil {

@@ -88,6 +88,7 @@ var webhookNeeds = join(
 	each([]string{"get", "list", "watch", "delete"}, spider, endpoints, "", tenant, ""),
 	each(read, spider, reserved, "", "", ""),
 	each([]string{"get", "list", "watch", "create", "patch", "delete"}, nicpoolIPAM, blocks, "", "", ""),
+	each(read, "k8s.cni.cncf.io", "network-attachment-definitions", "", "", ""),
 	each([]string{"get", "list", "watch", "create", "update"}, "coordination.k8s.io", "leases", "", namespace, ""),
 	each([]string{"create", "patch"}, "", "events", "", tenant, ""),
 	each([]string{"create", "patch"}, "events.k8s.io", "events", "", tenant, ""),

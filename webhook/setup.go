@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -42,24 +44,40 @@ const (
 // +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderendpoints,verbs=get;list;watch
 // +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderreservedips,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=k8s.cni.cncf.io,resources=network-attachment-definitions,verbs=get;list;watch
 
 // NewScheme returns the scheme nicpool's webhook serves: core Kubernetes types,
-// spiderpool.spidernet.io/v2beta1 and nicpool's ipam.nicpool.io/v1alpha1.
+// spiderpool.spidernet.io/v2beta1, nicpool's ipam.nicpool.io/v1alpha1 and Multus'
+// NetworkAttachmentDefinitions.
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(v2beta1.AddToScheme(s))
 	utilruntime.Must(ipamv1alpha1.AddToScheme(s))
+	utilruntime.Must(nadv1.AddToScheme(s))
 	return s
+}
+
+// Options tune admission.
+type Options struct {
+	// ClusterNetworkNicpool says that nicpool is the IPAM of the cluster network (the
+	// pods' eth0): admission then warns of a pod whose ippools leave eth0 out.
+	ClusterNetworkNicpool bool
 }
 
 // Setup registers every nicpool webhook on the manager's webhook server, feeds the
 // admission views from the manager's cache, adds the pool counts controller and
 // the pool capacity gauges, and adds readiness checks that pass once the views are
 // synced and the webhook server serves. It returns the views.
-func Setup(ctx context.Context, mgr manager.Manager) (*lookup.Views, error) {
+func Setup(ctx context.Context, mgr manager.Manager, o Options) (*lookup.Views, error) {
 	views := lookup.NewViews(mgr.GetAPIReader())
-	if err := views.Register(ctx, mgr.GetCache()); err != nil {
+	// NetworkAttachmentDefinitions are read when the cluster has them (Multus);
+	// a cluster that gains the CRD later needs the webhook restarted to use them.
+	_, err := mgr.GetRESTMapper().RESTMapping(nadv1.SchemeGroupVersion.WithKind("NetworkAttachmentDefinition").GroupKind(), nadv1.SchemeGroupVersion.Version)
+	if err != nil && !meta.IsNoMatchError(err) {
+		return nil, fmt.Errorf("look up NetworkAttachmentDefinitions: %w", err)
+	}
+	if err := views.Register(ctx, mgr.GetCache(), err == nil); err != nil {
 		return nil, fmt.Errorf("admission views: %w", err)
 	}
 	srv := mgr.GetWebhookServer()
@@ -67,6 +85,7 @@ func Setup(ctx context.Context, mgr manager.Manager) (*lookup.Views, error) {
 		srv.Register(path, &admission.Webhook{Handler: metrics.Instrument(name, h)})
 	}
 	adm := pod.New(views)
+	adm.ClusterNetworkNicpool = o.ClusterNetworkNicpool
 	register(configs.MutatePodPath, MutatePod, &pod.Handler{Admission: adm, Ready: views.Synced})
 
 	scheme := mgr.GetScheme()

@@ -46,6 +46,7 @@ type options struct {
 	metricsAddr, probeAddr string
 	leaderElect            bool
 	leaderElectionID       string
+	admission              nicwebhook.Options
 	gc                     gc.Options
 }
 
@@ -73,6 +74,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one replica to run the cluster controllers and certificate rotation (set with more than one replica)")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "nicpool-webhook", "name of the leader election Lease in --namespace")
+	fs.BoolVar(&o.admission.ClusterNetworkNicpool, "cluster-network-nicpool", false, "nicpool is the IPAM of the cluster network (eth0): warn at admission of a pod whose ipam.spidernet.io/ippools leaves eth0 out (its ADD fails)")
 	o.gc.BindFlags(fs)
 }
 
@@ -135,7 +137,7 @@ func run(ctx context.Context, cfg *rest.Config, o options, started func(manager.
 			return err
 		}
 	}
-	if _, err := nicwebhook.Setup(ctx, mgr); err != nil {
+	if _, err := nicwebhook.Setup(ctx, mgr, o.admission); err != nil {
 		return err
 	}
 	if err := registerGarbageCollector(mgr, o.gc); err != nil {

@@ -153,6 +153,8 @@ func (s *Stack) runWebhook(ctx context.Context) error {
 		"--webhook-port=" + strconv.Itoa(port),
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe),
 		"--metrics-bind-address=0",
+		// The nodes' cluster network (eth0) has nicpool as its IPAM.
+		"--cluster-network-nicpool",
 		// Short enough that a spec sees garbage collected within its timeout.
 		"--gc-interval=10s",
 		"--gc-min-age=5s",

@@ -7,30 +7,38 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Views bundles the three views a pod decision reads.
+// Views bundles the views a pod decision reads.
 type Views struct {
 	Pools      *Pools
 	Namespaces *Namespaces
 	Endpoints  *Endpoints
+	// Networks stays empty in a cluster without the NetworkAttachmentDefinition CRD.
+	Networks *Networks
 }
 
 // NewViews returns empty views; live is read on a miss of a pool or a namespace.
 func NewViews(live client.Reader) *Views {
-	return &Views{Pools: NewPools(live), Namespaces: NewNamespaces(live), Endpoints: NewEndpoints()}
+	return &Views{Pools: NewPools(live), Namespaces: NewNamespaces(live), Endpoints: NewEndpoints(), Networks: NewNetworks()}
 }
 
-// Register feeds every view from the cache's informers.
-func (v *Views) Register(ctx context.Context, informers cache.Informers) error {
+// Register feeds every view from the cache's informers; the networks view only when
+// withNetworks (the cluster serves NetworkAttachmentDefinitions).
+func (v *Views) Register(ctx context.Context, informers cache.Informers, withNetworks bool) error {
 	if err := v.Pools.Register(ctx, informers); err != nil {
 		return err
 	}
 	if err := v.Namespaces.Register(ctx, informers); err != nil {
 		return err
 	}
+	if withNetworks {
+		if err := v.Networks.Register(ctx, informers); err != nil {
+			return err
+		}
+	}
 	return v.Endpoints.Register(ctx, informers)
 }
 
 // Synced reports whether every view has its informer's initial list.
 func (v *Views) Synced() bool {
-	return v.Pools.Synced() && v.Namespaces.Synced() && v.Endpoints.Synced()
+	return v.Pools.Synced() && v.Namespaces.Synced() && v.Endpoints.Synced() && v.Networks.Synced()
 }

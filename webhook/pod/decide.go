@@ -53,13 +53,19 @@ type Admission struct {
 	Pools      *lookup.Pools
 	Namespaces *lookup.Namespaces
 	Endpoints  *lookup.Endpoints
+	// Networks tells which NetworkAttachmentDefinitions have nicpool as IPAM; nil
+	// when unknown.
+	Networks *lookup.Networks
+	// ClusterNetworkNicpool says that nicpool is the IPAM of the cluster network
+	// (eth0), which admission cannot see for itself.
+	ClusterNetworkNicpool bool
 
 	parse parsers
 }
 
 // New returns an Admission reading views.
 func New(v *lookup.Views) *Admission {
-	return &Admission{Pools: v.Pools, Namespaces: v.Namespaces, Endpoints: v.Endpoints}
+	return &Admission{Pools: v.Pools, Namespaces: v.Namespaces, Endpoints: v.Endpoints, Networks: v.Networks}
 }
 
 // Decide admits a pod being created. Calling it again on a pod with its decision
@@ -144,12 +150,51 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 			fmt.Sprintf("its wildcards match so many pools that the resolved selection exceeds %d bytes: use narrower patterns", MaxSelectionBytes))}
 		return
 	}
+	a.warnUncovered(pod, sel, d)
 	if !hasMulti || resolved != multi {
 		d.Set = append(d.Set, Annotation{Key: annotations.IPPools, Value: resolved})
 	}
 	if hasSingle {
 		d.Remove = append(d.Remove, annotations.IPPool)
 	}
+}
+
+// warnUncovered warns of each interface of the pod that nicpool will be asked to
+// serve but the selection leaves out (ipam.spidernet.io/ippool, too, once turned into
+// ippools, covers only eth0): ipamd refuses that interface's ADD, as spiderpool does,
+// rather than serve it from defaults the pod's author did not choose. Admission can
+// tell for the interfaces of networks whose IPAM is nicpool, and for eth0 when told
+// that nicpool serves the cluster network.
+func (a *Admission) warnUncovered(pod *Pod, sel []annotations.PoolSelection, d *Decision) {
+	ifs, errs := a.parse.podInterfaces(pod.Annotations, pod.Namespace)
+	if len(errs) > 0 {
+		return
+	}
+	for _, i := range ifs {
+		if covered(sel, i.Name) {
+			continue
+		}
+		var network string
+		switch {
+		case i.Network == "" && a.ClusterNetworkNicpool:
+			network = "the cluster network"
+		case i.Network != "" && a.Networks != nil && a.Networks.UsesNicpool(i.Network):
+			network = "network " + i.Network
+		default:
+			continue
+		}
+		d.Warnings = append(d.Warnings, fmt.Sprintf("%s names no pools for interface %s, whose IPAM (%s) is nicpool: its CNI ADD will fail and the pod will not start; add an entry {\"interface\":%q,\"ipv4\":[…]} for it, or remove the annotation to use default pools for every interface",
+			annotations.IPPools, i.Name, network, i.Name))
+	}
+}
+
+func covered(sel []annotations.PoolSelection, iface string) bool {
+	for _, s := range sel {
+		if s.Interface == iface {
+			return true
+		}
+	}
+	return false
 }
 
 // entry locates a selection entry in the pod's annotations, for error paths; the

@@ -14,9 +14,11 @@ import (
 	"strings"
 	"time"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -28,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/cluster"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	nicwebhook "github.com/nicpool/nicpool/webhook"
 	"github.com/nicpool/nicpool/webhook/configs"
@@ -51,11 +54,19 @@ type Env struct {
 // and serves every nicpool webhook until Stop.
 func Start(opts configs.Options) (*Env, error) {
 	m, v := configs.Configurations(opts)
-	env, err := testenv.Start(testenv.Options{WebhookInstallOptions: envtest.WebhookInstallOptions{
-		MutatingWebhooks:   []*admissionregistrationv1.MutatingWebhookConfiguration{m.DeepCopy()},
-		ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{v.DeepCopy()},
-	}})
+	env, err := testenv.Start(testenv.Options{
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			MutatingWebhooks:   []*admissionregistrationv1.MutatingWebhookConfiguration{m.DeepCopy()},
+			ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{v.DeepCopy()},
+		},
+		// Multus' CRD, whose networks admission reads.
+		ExtraCRDs: []*apiextensionsv1.CustomResourceDefinition{cluster.NetworkAttachmentDefinitionCRD()},
+	})
 	if err != nil {
+		return nil, err
+	}
+	if err := nadv1.AddToScheme(env.Scheme); err != nil {
+		_ = env.Stop()
 		return nil, err
 	}
 	wio := &env.Env.WebhookInstallOptions
@@ -78,7 +89,7 @@ func Start(opts configs.Options) (*Env, error) {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	views, err := nicwebhook.Setup(ctx, mgr)
+	views, err := nicwebhook.Setup(ctx, mgr, nicwebhook.Options{})
 	if err != nil {
 		cancel()
 		_ = env.Stop()
