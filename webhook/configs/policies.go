@@ -49,9 +49,10 @@ var SpiderSubnetAnnotations = []string{
 //   - Pool status (the allocation records) is written only by nicpool's service
 //     accounts.
 //   - A pod that uses nicpool's admission has every ippools entry resolved (interface
-//     named, no wildcard left, no ipam.spidernet.io/ippool) and, when a StatefulSet
-//     controls it, nicpool's endpoint stamp: what the mutating webhook leaves. A pod
-//     with a SpiderSubnet annotation is refused.
+//     named, no wildcard left; ipam.spidernet.io/ippool only beside the one eth0
+//     entry it was turned into) and, when a StatefulSet controls it, nicpool's
+//     endpoint stamp: what the mutating webhook leaves. A pod with a SpiderSubnet
+//     annotation is refused.
 func Policies(o Options) ([]*admissionregistrationv1.ValidatingAdmissionPolicy, []*admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	o = o.withDefaults()
 	policies := []*admissionregistrationv1.ValidatingAdmissionPolicy{
@@ -234,11 +235,17 @@ func poolStatusSpec(o Options) admissionregistrationv1.ValidatingAdmissionPolicy
 // resolvedSelections matches ipam.spidernet.io/ippools as the mutating webhook writes
 // it (annotations.Marshal of resolved selections): every entry names its interface
 // first, every pool is a concrete name (no wildcard).
-var resolvedSelections = func() string {
+//
+// singleSelection matches the ippools the webhook turns ipam.spidernet.io/ippool into
+// (one entry, for eth0), beside which it keeps ippool as the marker that the pod chose
+// eth0's pools only.
+var resolvedSelections, singleSelection = func() (string, string) {
 	pool := `"[a-z0-9][-a-z0-9.]*"`
 	pools := `\[` + pool + `(?:,` + pool + `)*\]`
-	entry := `\{"interface":"(?:[^"\\]|\\.)+"(?:,"ipv4":` + pools + `)?(?:,"ipv6":` + pools + `)?(?:,"cleangateway":true)?\}`
-	return `^\[` + entry + `(?:,` + entry + `)*\]$`
+	rest := `(?:,"ipv4":` + pools + `)?(?:,"ipv6":` + pools + `)?(?:,"cleangateway":true)?\}`
+	entry := `\{"interface":"(?:[^"\\]|\\.)+"` + rest
+	eth0 := `\{"interface":"` + annotations.DefaultInterface + `"` + rest
+	return `^\[` + entry + `(?:,` + entry + `)*\]$`, `^\[` + eth0 + `\]$`
 }()
 
 func podsSpec() admissionregistrationv1.ValidatingAdmissionPolicySpec {
@@ -267,9 +274,9 @@ func podsSpec() admissionregistrationv1.ValidatingAdmissionPolicySpec {
 				MessageExpression: "'metadata.annotations[' + " + subnetList + ".filter(k, k in variables.annotations)[0] + " + cel("]: Forbidden: nicpool has no SpiderSubnet, so SpiderSubnet annotations (subnet, subnets, ippool-ip-number, ippool-reclaim) would be ignored and the pod would land in another pool; create a SpiderIPPool for the addresses and select it per interface with "+annotations.IPPools+`, e.g. [{"interface":"net1","ipv4":["pool-a"]}]`),
 			},
 			{
-				Expression: "!(" + cel(annotations.IPPool) + " in variables.annotations)",
+				Expression: "!(" + cel(annotations.IPPool) + " in variables.annotations) || (" + cel(annotations.IPPools) + " in variables.annotations && variables.annotations[" + cel(annotations.IPPools) + "].matches(r'" + singleSelection + "'))",
 				Reason:     invalid,
-				Message:    "metadata.annotations[" + annotations.IPPool + "]: " + unresolved + " (it turns " + annotations.IPPool + " into " + annotations.IPPools + ")",
+				Message:    "metadata.annotations[" + annotations.IPPool + "]: " + unresolved + " (it turns " + annotations.IPPool + " into an " + annotations.IPPools + " entry for " + annotations.DefaultInterface + ")",
 			},
 			{
 				Expression: "!(" + cel(annotations.IPPools) + " in variables.annotations) || (size(variables.annotations[" + cel(annotations.IPPools) + "]) <= " + fmt.Sprint(pod.MaxSelectionBytes) + " && variables.annotations[" + cel(annotations.IPPools) + "].matches(r'" + resolvedSelections + "'))",

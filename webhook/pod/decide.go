@@ -86,7 +86,10 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 	multi, hasMulti := pod.Annotations[annotations.IPPools]
 	single, hasSingle := pod.Annotations[annotations.IPPool]
 	var sel []annotations.PoolSelection
-	fromSingle := false
+	// keepSingle: ippool stays on the pod beside the ippools it is turned into, as the
+	// marker that tells ipamd the pod chose eth0's pools only; its other interfaces
+	// take the default pools (a present ippools alone must cover every interface).
+	fromSingle, keepSingle := false, false
 	for _, a := range [...]Annotation{{annotations.IPPools, multi}, {annotations.IPPool, single}} {
 		if err := checkSize(a.Key, a.Value); err != nil {
 			d.Errs = append(d.Errs, err)
@@ -114,7 +117,10 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 			d.Errs = errs
 			return
 		}
-		if hasSingle {
+		// A pod that carries both, with ippools naming eth0 alone, is one this webhook
+		// converted (or written the same way): ippool stays as its marker.
+		keepSingle = hasSingle && len(sel) == 1 && sel[0].Interface == annotations.DefaultInterface
+		if hasSingle && !keepSingle {
 			d.Warnings = append(d.Warnings, annotations.IPPool+" is ignored and removed because "+annotations.IPPools+" is set; keep only "+annotations.IPPools)
 		}
 	case hasSingle:
@@ -127,7 +133,7 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 			return
 		}
 		sel = []annotations.PoolSelection{{Interface: annotations.DefaultInterface, IPv4: s.IPv4, IPv6: s.IPv6, CleanGateway: s.CleanGateway}}
-		fromSingle = true
+		fromSingle, keepSingle = true, true
 	default:
 		return
 	}
@@ -150,19 +156,21 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 			fmt.Sprintf("its wildcards match so many pools that the resolved selection exceeds %d bytes: use narrower patterns", MaxSelectionBytes))}
 		return
 	}
-	a.warnUncovered(pod, sel, d)
+	if !keepSingle {
+		a.warnUncovered(pod, sel, d)
+	}
 	if !hasMulti || resolved != multi {
 		d.Set = append(d.Set, Annotation{Key: annotations.IPPools, Value: resolved})
 	}
-	if hasSingle {
+	if hasSingle && !keepSingle {
 		d.Remove = append(d.Remove, annotations.IPPool)
 	}
 }
 
 // warnUncovered warns of each interface of the pod that nicpool will be asked to
-// serve but the selection leaves out (ipam.spidernet.io/ippool, too, once turned into
-// ippools, covers only eth0): ipamd refuses that interface's ADD, as spiderpool does,
-// rather than serve it from defaults the pod's author did not choose. Admission can
+// serve but a present ippools leaves out: ipamd refuses that interface's ADD, as
+// spiderpool does, rather than serve it from defaults the pod's author did not choose
+// (not so beside ipam.spidernet.io/ippool, which chooses eth0's pools only). Admission can
 // tell for the interfaces of networks whose IPAM is nicpool, and for eth0 when told
 // that nicpool serves the cluster network.
 func (a *Admission) warnUncovered(pod *Pod, sel []annotations.PoolSelection, d *Decision) {

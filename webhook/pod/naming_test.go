@@ -26,6 +26,9 @@ func TestEntriesComeBackNamed(t *testing.T) {
 		pools    string
 		single   string
 		want     string
+		// keep: ippool stays beside the ippools it became, as the marker that
+		// the pod chose eth0's pools only (its other interfaces take defaults).
+		keep bool
 	}{
 		{
 			name:     "short form, positional",
@@ -70,9 +73,18 @@ func TestEntriesComeBackNamed(t *testing.T) {
 			want:     `[{"interface":"eth0","ipv4":["n-eth0-v4"]}]`,
 		},
 		{
-			name:   "single-NIC annotation becomes ippools for eth0",
-			single: `{"ipv4":["n-eth0-v4"],"ipv6":["n-eth0-v6"],"cleangateway":true}`,
-			want:   `[{"interface":"eth0","ipv4":["n-eth0-v4"],"ipv6":["n-eth0-v6"],"cleangateway":true}]`,
+			name:     "single-NIC annotation becomes ippools for eth0 and stays as its marker",
+			networks: "macvlan-a",
+			single:   `{"ipv4":["n-eth0-v4"],"ipv6":["n-eth0-v6"],"cleangateway":true}`,
+			want:     `[{"interface":"eth0","ipv4":["n-eth0-v4"],"ipv6":["n-eth0-v6"],"cleangateway":true}]`,
+			keep:     true,
+		},
+		{
+			name:     "beside an ippools of several entries, the single-NIC annotation is removed",
+			networks: "macvlan-a",
+			pools:    `[{"ipv4":["n-eth0-v4"]},{"ipv4":["n-a-v4"]}]`,
+			single:   `{"ipv4":["n-b-v4"]}`,
+			want:     `[{"interface":"eth0","ipv4":["n-eth0-v4"]},{"interface":"net1","ipv4":["n-a-v4"]}]`,
 		},
 		{
 			name:  "wildcards expand to the pools of the family, in name order",
@@ -100,8 +112,8 @@ func TestEntriesComeBackNamed(t *testing.T) {
 			if v := got.Annotations[annotations.IPPools]; v != tc.want {
 				t.Errorf("%s\n got %s\nwant %s", annotations.IPPools, v, tc.want)
 			}
-			if _, still := got.Annotations[annotations.IPPool]; still {
-				t.Errorf("%s still set after admission; want it folded into %s", annotations.IPPool, annotations.IPPools)
+			if _, still := got.Annotations[annotations.IPPool]; still != tc.keep {
+				t.Errorf("%s kept after admission: %v; want %v", annotations.IPPool, still, tc.keep)
 			}
 			if _, stamped := got.Annotations[annotations.EndpointUID]; stamped {
 				t.Errorf("a pod without a StatefulSet owner was stamped with %s", annotations.EndpointUID)
@@ -115,6 +127,9 @@ func TestEntriesComeBackNamed(t *testing.T) {
 			}
 			if again.Annotations[annotations.IPPools] != tc.want {
 				t.Errorf("second admission changed %s to %s", annotations.IPPools, again.Annotations[annotations.IPPools])
+			}
+			if again.Annotations[annotations.IPPool] != got.Annotations[annotations.IPPool] {
+				t.Errorf("second admission changed %s to %q", annotations.IPPool, again.Annotations[annotations.IPPool])
 			}
 		})
 	}
