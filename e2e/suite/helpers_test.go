@@ -22,12 +22,13 @@ import (
 	"github.com/nicpool/nicpool/e2e/local"
 )
 
-// describeFor registers a container of specs for one kind of node only.
-func describeFor(kind local.NodeKind, text string, body func()) bool {
+// describeFor registers a container of specs (Describe's arguments) for one kind of
+// node only.
+func describeFor(kind local.NodeKind, text string, args ...any) bool {
 	if nodeKind != kind && !(kind == local.NodeStandIn && nodeKind == "") {
 		return false
 	}
-	return Describe(text, Label(string(kind)), body)
+	return Describe(text, append([]any{Label(string(kind))}, args...)...)
 }
 
 // newNamespace creates a namespace for one spec and deletes it when the spec ends.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/e2e/local"
 	"github.com/nicpool/nicpool/e2e/testenv"
 )
 
@@ -128,7 +129,9 @@ var _ = Describe("the CNI plugin run as root", func() {
 	})
 })
 
-var _ = Describe("pods deleted while their node's ipamd is down", func() {
+// Stand-ins only for now: it stops a stand-in node's ipamd process (stack.Nodes); a
+// real-node version stops the DaemonSet's pod on one node.
+var _ = describeFor(local.NodeStandIn, "pods deleted while their node's ipamd is down", func() {
 	It("finish terminating; the garbage collector releases their addresses (scaled-away StatefulSet ordinals included) and ADD on that node waits for ipamd", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "ipamd-down")
 		node := stack.Nodes[1].Name()

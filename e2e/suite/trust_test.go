@@ -14,10 +14,13 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/local"
 	"github.com/nicpool/nicpool/webhook/configs"
 )
 
-var _ = Describe("the node path without the webhook", Serial, func() {
+// Stand-ins only for now: Stack.StopWebhook stops the local webhook process; on real
+// nodes the Deployment would be scaled to zero and back.
+var _ = describeFor(local.NodeStandIn, "the node path without the webhook", Serial, func() {
 	It("addresses unannotated pods and releases a multi-NIC pod while the webhook is down; StatefulSet and annotated pods wait until it is back", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "nowebhook")
 		Expect(stack.Client.Create(ctx, newPod(ns, "multi", twoNICAnnotations(unnamedTwoNICs)))).To(Succeed())
