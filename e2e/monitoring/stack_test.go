@@ -59,6 +59,18 @@ func startStack(t *testing.T) *stack {
 			t.Fatal(err)
 		}
 	}
+	// The node reports Ready, as a kubelet does: the garbage collector keeps the
+	// addresses of a terminating pod on a node that is not Ready.
+	n := &corev1.Node{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+		Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}
+	if err := env.Client.Status().Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
 	s := &stack{env: env}
 	s.webhook = startWebhook(t, env, bin.Webhook)
 	s.ipamd, s.socket = startIpamd(t, env, bin.Ipamd)
