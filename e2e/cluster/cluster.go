@@ -307,7 +307,7 @@ func (c *Cluster) CrashAPIServer(ctx context.Context) error {
 		return err
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return syscall.Kill(pid, 0) != nil || parentOf(pid) != os.Getpid(), nil
+		return syscall.Kill(pid, 0) != nil || ParentOf(pid) != os.Getpid(), nil
 	}); err != nil {
 		return fmt.Errorf("kube-apiserver %d survived SIGKILL: %w", pid, err)
 	}

@@ -30,7 +30,7 @@ func recordChildren() error {
 	var b strings.Builder
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || parentOf(pid) != os.Getpid() {
+		if err != nil || ParentOf(pid) != os.Getpid() {
 			continue
 		}
 		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
@@ -81,7 +81,8 @@ func SweepProcesses() error {
 	return nil
 }
 
-func parentOf(pid int) int {
+// ParentOf is the parent pid of pid, read from /proc; 0 when the process is gone.
+func ParentOf(pid int) int {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
@@ -104,7 +105,7 @@ func childNamed(name string) int {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || parentOf(pid) != os.Getpid() {
+		if err != nil || ParentOf(pid) != os.Getpid() {
 			continue
 		}
 		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && filepath.Base(exe) == name {

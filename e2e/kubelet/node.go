@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nicpool/nicpool/e2e/cluster"
 	"github.com/nicpool/nicpool/e2e/fabric"
 )
 
@@ -438,23 +439,7 @@ func descendantOf(pid, ancestor int) bool {
 		if pid == ancestor {
 			return true
 		}
-		pid = parentOf(pid)
+		pid = cluster.ParentOf(pid)
 	}
 	return false
-}
-
-func parentOf(pid int) int {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name in field 2 may contain spaces; the fields after ')' do not.
-	rest := string(data)
-	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-		rest = rest[i+1:]
-	}
-	var state string
-	var ppid int
-	_, _ = fmt.Sscan(rest, &state, &ppid)
-	return ppid
 }
