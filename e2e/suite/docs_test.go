@@ -75,9 +75,10 @@ var _ = Describe("the README walkthrough", Ordered, func() {
 })
 
 var (
-	uuid      = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	address   = regexp.MustCompile(`\b[0-9a-f]*[:.][0-9a-f:.]+(/[0-9]+)?\b`)
-	number    = regexp.MustCompile(`\b[0-9]+[smhd]?\b`)
+	uuid    = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	address = regexp.MustCompile(`\b[0-9a-f]*[:.][0-9a-f:.]+(/[0-9]+)?\b`)
+	// A count, or an age as kubectl prints it: 19s, 3m5s, 2d3h.
+	number    = regexp.MustCompile(`\b(?:[0-9]+[smhdy])+\b|\b[0-9]+\b`)
 	blankRuns = regexp.MustCompile(`\s+`)
 )
 
