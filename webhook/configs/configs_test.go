@@ -12,10 +12,10 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/webhooktest"
 	nicwebhook "github.com/nicpool/nicpool/webhook"
 	"github.com/nicpool/nicpool/webhook/configs"
 	"github.com/nicpool/nicpool/webhook/metrics"
-	"github.com/nicpool/nicpool/webhook/webhooktest"
 )
 
 var env *webhooktest.Env

@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/webhooktest"
 	"github.com/nicpool/nicpool/webhook/configs"
 	"github.com/nicpool/nicpool/webhook/lookup"
-	"github.com/nicpool/nicpool/webhook/webhooktest"
 )
 
 // env is one control plane for the package, with nicpool's webhooks registered.
