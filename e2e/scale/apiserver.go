@@ -3,6 +3,7 @@ package scale
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/nicpool/nicpool/e2e/testenv"
 )
@@ -51,9 +53,43 @@ type Histogram struct {
 	Buckets    []float64
 }
 
-// ReadCounters scrapes kube-apiserver and etcd of env.
+// scrapeTimeout bounds one read of the control plane's /metrics. A kube-apiserver
+// saturated by a run (and by whatever else the machine runs) may take tens of
+// seconds to render its metrics; a run's figures are worth the wait.
+const scrapeTimeout = 2 * time.Minute
+
+// ReadCountersRetrying reads the counters like ReadCounters, trying again when a read
+// fails, for up to attempts reads; the pause between two reads starts at pause and
+// doubles. It returns the last error.
+func ReadCountersRetrying(ctx context.Context, env *testenv.Env, attempts int, pause time.Duration) (*Counters, error) {
+	var errs []error
+	for i := range attempts {
+		c, err := ReadCounters(ctx, env)
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+		if i == attempts-1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(append(errs, ctx.Err())...)
+		case <-time.After(pause):
+		}
+		pause *= 2
+	}
+	return nil, fmt.Errorf("%d reads failed, the last: %w", len(errs), errs[len(errs)-1])
+}
+
+// ReadCounters scrapes kube-apiserver and etcd of env once, each bounded by
+// scrapeTimeout.
 func ReadCounters(ctx context.Context, env *testenv.Env) (*Counters, error) {
-	cs, err := kubernetes.NewForConfig(env.Config)
+	ctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
+	defer cancel()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Timeout = scrapeTimeout
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -83,6 +119,9 @@ func ReadCounters(ctx context.Context, env *testenv.Env) (*Counters, error) {
 		c.WatchBytes[groupResource(labels(m))] += m.GetHistogram().GetSampleSum()
 	}
 	c.APIServerCPU = cpuOf(families)
+	if env.Env == nil {
+		return c, nil // no etcd of its own to read
+	}
 	if etcd := env.Env.ControlPlane.Etcd; etcd != nil && etcd.URL != nil {
 		raw, err := get(ctx, etcd.URL.String()+"/metrics")
 		if err != nil {

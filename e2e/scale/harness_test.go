@@ -40,6 +40,9 @@ func TestHarness(t *testing.T) {
 			if r.Invariants != nil {
 				t.Errorf("invariants: %v", r.Invariants)
 			}
+			if r.API == nil {
+				t.Fatalf("the control plane's counters were not read: %v", r.APIUnread)
+			}
 			if writes, _ := r.API.Writes(); writes < float64(s.Pods) || r.API.BodyBytes() <= 0 {
 				t.Errorf("the API server counted %v writes of %v bytes for %d allocations: %s", writes, r.API.BodyBytes(), s.Pods, r.API.WriteBreakdown())
 			}
@@ -52,8 +55,8 @@ func TestHarness(t *testing.T) {
 			if r.IpamdCPU <= 0 || r.API.APIServerCPU <= 0 || r.API.EtcdCPU <= 0 {
 				t.Errorf("CPU seconds: ipamd %v, kube-apiserver %v, etcd %v; want each above 0", r.IpamdCPU, r.API.APIServerCPU, r.API.EtcdCPU)
 			}
-			if (mode == Exec) != (r.PluginCPU > 0) {
-				t.Errorf("plugin CPU %v s in mode %s", r.PluginCPU, mode)
+			if (mode == Exec) != (r.PluginCPU > 0) || (mode == Exec) != (r.PluginExecs >= s.Pods) {
+				t.Errorf("%d plugin runs, %v CPU-s in mode %s", r.PluginExecs, r.PluginCPU, mode)
 			}
 			if r.Largest.Bytes == 0 {
 				t.Errorf("no object of nicpool's groups measured")

@@ -11,10 +11,7 @@ import (
 // Lines is the run's report, one figure per line, for a benchmark's log.
 func (r *Result) Lines() []string {
 	s := r.Scenario
-	writes, conflicts := r.API.Writes()
 	ok := float64(max(r.Allocated, 1))
-	events, eventBytes := r.API.Watch()
-	low, high, res := r.API.LargestBody()
 	lines := []string{
 		fmt.Sprintf("scenario: %s (set up in %s)", s, r.SetUp.Round(time.Second)),
 		fmt.Sprintf("wall %s, %.0f allocations/s; %d of %d pods hold an address, %d failed their first attempt, %d ADDs in all",
@@ -22,15 +19,27 @@ func (r *Result) Lines() []string {
 		fmt.Sprintf("time to address per pod: p50 %s, p99 %s, max %s", r.percentile(50), r.percentile(99), r.percentile(100)),
 		fmt.Sprintf("store: %d records; %d duplicates, %d leaked, %d pods not holding what they were given; invariants: %s",
 			r.Accounting.Records, r.Accounting.Duplicates, r.Accounting.Leaked, r.Accounting.Mismatched, verdict(r.Invariants)),
-		fmt.Sprintf("API writes: %.2f per allocation (%.0f, %.0f answered 409): %s; plus %.0f Events",
-			writes/ok, writes, conflicts, r.API.WriteBreakdown(), r.API.Events()),
-		fmt.Sprintf("bytes sent: %s per allocation (%s in all); largest write %s (%s); largest object stored: %s %s, %s",
-			bytesText(r.API.BodyBytes()/ok), bytesText(r.API.BodyBytes()), bodyRange(low, high), res, r.Largest.Resource, r.Largest.Name, bytesText(float64(r.Largest.Bytes))),
-		fmt.Sprintf("watch events of nicpool's objects: %.1f per allocation (%s per allocation), summed over watchers: %s",
-			events/ok, bytesText(eventBytes/ok), r.API.WatchBreakdown()),
-		fmt.Sprintf("CPU: kube-apiserver %.1f s, etcd %.1f s, the %d ipamd %.1f s, plugin execs %.1f s; largest ipamd peak RSS %s; load average %s",
-			r.API.APIServerCPU, r.API.EtcdCPU, s.Nodes, r.IpamdCPU, r.PluginCPU, bytesText(float64(r.IpamdPeakRSS)), r.Load),
 	}
+	apiCPU, etcdCPU := "not read", "not read"
+	if r.API == nil {
+		lines = append(lines,
+			fmt.Sprintf("API writes, bytes and watch events NOT MEASURED: the control plane's counters could not be read after the run: %v", r.APIUnread),
+			fmt.Sprintf("largest object stored: %s %s, %s", r.Largest.Resource, r.Largest.Name, bytesText(float64(r.Largest.Bytes))))
+	} else {
+		writes, conflicts := r.API.Writes()
+		events, eventBytes := r.API.Watch()
+		low, high, res := r.API.LargestBody()
+		apiCPU, etcdCPU = fmt.Sprintf("%.1f s", r.API.APIServerCPU), fmt.Sprintf("%.1f s", r.API.EtcdCPU)
+		lines = append(lines,
+			fmt.Sprintf("API writes: %.2f per allocation (%.0f, %.0f answered 409): %s; plus %.0f Events",
+				writes/ok, writes, conflicts, r.API.WriteBreakdown(), r.API.Events()),
+			fmt.Sprintf("bytes sent: %s per allocation (%s in all); largest write %s (%s); largest object stored: %s %s, %s",
+				bytesText(r.API.BodyBytes()/ok), bytesText(r.API.BodyBytes()), bodyRange(low, high), res, r.Largest.Resource, r.Largest.Name, bytesText(float64(r.Largest.Bytes))),
+			fmt.Sprintf("watch events of nicpool's objects: %.1f per allocation (%s per allocation), summed over watchers: %s",
+				events/ok, bytesText(eventBytes/ok), r.API.WatchBreakdown()))
+	}
+	lines = append(lines, fmt.Sprintf("CPU: kube-apiserver %s, etcd %s, the %d ipamd %.1f s, plugin execs %.1f s (%s); largest ipamd peak RSS %s; load average %s",
+		apiCPU, etcdCPU, s.Nodes, r.IpamdCPU, r.PluginCPU, perExec(r.PluginCPU, r.PluginExecs), bytesText(float64(r.IpamdPeakRSS)), r.Load))
 	if r.Stalled {
 		lines = append(lines, fmt.Sprintf("STALLED: no pod got an address for %s; the run ended there", s.Stall))
 	}
@@ -79,25 +88,32 @@ func (w Window) String() string {
 }
 
 // Metrics are the figures a benchmark reports with ReportMetric.
+// The API server's figures are left out when its counters were not read.
 func (r *Result) Metrics() map[string]float64 {
-	writes, conflicts := r.API.Writes()
 	ok := float64(max(r.Allocated, 1))
-	events, _ := r.API.Watch()
-	return map[string]float64{
+	m := map[string]float64{
 		"wall-s":           r.Wall.Seconds(),
 		"allocs/s":         float64(r.Allocated) / r.Wall.Seconds(),
 		"allocated":        float64(r.Allocated),
 		"first-failed":     float64(r.FirstAttemptFailed),
-		"writes/alloc":     writes / ok,
-		"conflicts":        conflicts,
-		"bytes/alloc":      r.API.BodyBytes() / ok,
-		"watch-ev/alloc":   events / ok,
 		"largest-obj-KiB":  float64(r.Largest.Bytes) / 1024,
-		"apiserver-cpu-s":  r.API.APIServerCPU,
 		"ipamd-cpu-s":      r.IpamdCPU,
 		"p99-ms":           float64(r.percentile(99).Milliseconds()),
 		"duplicates+leaks": float64(r.Accounting.Duplicates + r.Accounting.Leaked + r.Accounting.Mismatched),
 	}
+	if r.PluginExecs > 0 {
+		m["plugin-cpu-ms/exec"] = r.PluginCPU * 1000 / float64(r.PluginExecs)
+	}
+	if r.API != nil {
+		writes, conflicts := r.API.Writes()
+		events, _ := r.API.Watch()
+		m["writes/alloc"] = writes / ok
+		m["conflicts"] = conflicts
+		m["bytes/alloc"] = r.API.BodyBytes() / ok
+		m["watch-ev/alloc"] = events / ok
+		m["apiserver-cpu-s"] = r.API.APIServerCPU
+	}
+	return m
 }
 
 func (r *Result) percentile(p int) time.Duration {
@@ -106,6 +122,14 @@ func (r *Result) percentile(p int) time.Duration {
 	}
 	i := min(len(r.PodLatency)*p/100, len(r.PodLatency)-1)
 	return r.PodLatency[i].Round(time.Millisecond)
+}
+
+// perExec is the plugin's CPU time per run, or "none run".
+func perExec(cpu float64, execs int) string {
+	if execs == 0 {
+		return "none run"
+	}
+	return fmt.Sprintf("%.1f ms each of %d", cpu*1000/float64(execs), execs)
 }
 
 func bodyRange(low, high float64) string {

@@ -35,8 +35,11 @@ type Result struct {
 	Accounting Accounting
 	// Invariants is the invariant checker's verdict (nil: I1–I4 hold).
 	Invariants error
-	// API is what the control plane counted during the ADDs.
-	API *Counters
+	// API is what the control plane counted during the ADDs; nil when its counters
+	// could not be read at the end (APIUnread says why), while the rest of the run's
+	// figures stand.
+	API       *Counters
+	APIUnread error
 	// Samples are the control plane's counters as the pool filled.
 	Samples []Sample
 	// Largest is the largest object of nicpool's API groups at the end.
@@ -44,6 +47,8 @@ type Result struct {
 	// IpamdCPU and PluginCPU are CPU seconds during the ADDs: all ipamd processes,
 	// all plugin execs.
 	IpamdCPU, PluginCPU float64
+	// PluginExecs counts the plugin runs (ADDs, and DELs of failed sandboxes).
+	PluginExecs int
 	// Settled is how long nicpool's objects took to stop changing after the last
 	// ADD when some attempts failed (their work may go on in ipamd); Unsettled says
 	// they had not stopped by the bound.
@@ -54,6 +59,10 @@ type Result struct {
 	// Load is the machine's load average at the end.
 	Load string
 }
+
+// scrapePause is the first pause before the control plane's counters are read again
+// after a failed read; each next pause is twice as long.
+const scrapePause = 2 * time.Second
 
 // settleTimeout bounds the wait for ipamd to finish what callers gave up on.
 const settleTimeout = 3 * time.Minute
@@ -90,7 +99,7 @@ func Run(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario) (
 	default:
 		rt = newSocketRuntime(w, s.AttemptTimeout)
 	}
-	before, err := ReadCounters(ctx, env)
+	before, err := ReadCountersRetrying(ctx, env, 3, scrapePause)
 	if err != nil {
 		return nil, err
 	}
@@ -109,21 +118,23 @@ func Run(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario) (
 	r.Wall = time.Since(start)
 	close(done)
 
-	after, err := ReadCounters(ctx, env)
-	if err != nil {
-		return nil, err
-	}
 	cpuAfter, err := w.ipamdCPU()
 	if err != nil {
 		return nil, err
 	}
-	r.API = after.Sub(before)
 	r.IpamdCPU = cpuAfter - cpuBefore
 	if plugin != nil {
-		r.PluginCPU = plugin.cpuSeconds()
+		r.PluginCPU, r.PluginExecs = plugin.cpuSeconds()
 	}
 	r.Samples = append([]Sample{{Allocated: 0, Counters: before}}, <-samples...)
-	r.Samples = append(r.Samples, Sample{Allocated: allocated.Load(), Counters: after})
+	// A control plane still busy with the run may not answer at once: try for a few
+	// minutes, and keep what the run found even when the counters stay unread.
+	if after, err := ReadCountersRetrying(ctx, env, 6, scrapePause); err != nil {
+		r.APIUnread = err
+	} else {
+		r.API = after.Sub(before)
+		r.Samples = append(r.Samples, Sample{Allocated: allocated.Load(), Counters: after})
+	}
 	if r.IpamdPeakRSS, err = w.peakMemory(); err != nil {
 		return nil, err
 	}
@@ -187,7 +198,7 @@ func sample(ctx context.Context, env *testenv.Env, every int, allocated *atomic.
 		}
 		c, err := ReadCounters(ctx, env)
 		if err != nil {
-			continue // the run's end reads them again and reports a failure
+			continue // a window without this sample is wider; the run goes on
 		}
 		// The ADDs go on during the read: count the middle.
 		out = append(out, Sample{Allocated: (n + allocated.Load()) / 2, Counters: c})

@@ -76,8 +76,9 @@ type execRuntime struct {
 	nodes   []*binaries.Ipamd
 	timeout time.Duration
 
-	mu  sync.Mutex
-	cpu float64 // user+system seconds of every plugin run
+	mu    sync.Mutex
+	cpu   float64 // user+system seconds of every plugin run
+	execs int     // plugin runs
 }
 
 func newExecRuntime(w *world, plugin string, timeout time.Duration) *execRuntime {
@@ -113,6 +114,7 @@ func (r *execRuntime) run(ctx context.Context, verb string, p Pod, container str
 	if cmd.ProcessState != nil {
 		r.mu.Lock()
 		r.cpu += cmd.ProcessState.UserTime().Seconds() + cmd.ProcessState.SystemTime().Seconds()
+		r.execs++
 		r.mu.Unlock()
 	}
 	if err != nil {
@@ -152,10 +154,11 @@ func (r *execRuntime) del(ctx context.Context, p Pod, container string) error {
 	return err
 }
 
-func (r *execRuntime) cpuSeconds() float64 {
+// cpuSeconds is the CPU time of every plugin run so far, and how many ran.
+func (r *execRuntime) cpuSeconds() (float64, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.cpu
+	return r.cpu, r.execs
 }
 
 func lastLine(s string) string {
