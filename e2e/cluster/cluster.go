@@ -50,7 +50,8 @@ type Options struct {
 	// ExtraCRDs are installed beside nicpool's and the NetworkAttachmentDefinition CRD.
 	ExtraCRDs []*apiextensionsv1.CustomResourceDefinition
 	// ServingAddresses are addresses the API server's certificate names besides
-	// localhost: where pods reach it (the `kubernetes` Service's ClusterIP).
+	// localhost: where pods reach it (the `kubernetes` Service's ClusterIP). Such an
+	// API server (real nodes) also logs to Dir/kube-apiserver.log.
 	ServingAddresses []string
 	// ExtraControllers run in kube-controller-manager beside Controllers.
 	ExtraControllers []string
@@ -71,6 +72,8 @@ type Cluster struct {
 	processes []*Process
 	ownDir    bool
 	opts      Options
+	// apiLog is kube-apiserver's log file, when it has one (ServingAddresses).
+	apiLog *os.File
 }
 
 // Start brings up etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
@@ -102,6 +105,13 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	var configure func(*envtest.APIServer) error
 	if len(opts.ServingAddresses) > 0 {
 		configure = func(api *envtest.APIServer) error {
+			// Its log, kept with the others (a restarted one appends).
+			log, err := os.OpenFile(filepath.Join(c.Dir, "kube-apiserver.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return err
+			}
+			c.apiLog = log
+			api.Out, api.Err = log, log
 			return servingCertificate(api, filepath.Join(c.Dir, "apiserver"), opts.ServingAddresses)
 		}
 	}
@@ -275,6 +285,10 @@ func (c *Cluster) Stop() error {
 	if c.Env != nil {
 		errs = append(errs, c.Env.Stop())
 		forgetChildren()
+	}
+	if c.apiLog != nil {
+		_ = c.apiLog.Close()
+		c.apiLog = nil
 	}
 	if c.ownDir {
 		errs = append(errs, os.RemoveAll(c.Dir))
