@@ -78,6 +78,8 @@ func down(dir string) error {
 		fmt.Println("no local cluster running")
 		return sweep()
 	}
+	report := filepath.Join(dir, leftoversFile)
+	_ = os.Remove(report)
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
 	}
@@ -90,7 +92,18 @@ func down(dir string) error {
 	}
 	_ = os.Remove(filepath.Join(dir, pidFile))
 	fmt.Printf("stopped local cluster (pid %d)\n", pid)
-	return sweep()
+	if err := sweep(); err != nil {
+		return err
+	}
+	left, err := os.ReadFile(report)
+	if err != nil {
+		return fmt.Errorf("the cluster did not report what it left behind (killed?): %w; see %s", err, display(filepath.Join(dir, "run.log")))
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("left behind after stopping:\n%s", left)
+	}
+	fmt.Println("nothing left behind: no process, network namespace, cgroup or mount of the cluster")
+	return nil
 }
 
 // sweep removes what a run that was killed left behind: network namespaces and

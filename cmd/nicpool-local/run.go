@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nicpool/nicpool/e2e/local"
@@ -13,6 +14,10 @@ import (
 
 // readyFile is written once the cluster serves the examples; `up` waits for it.
 const readyFile = "ready"
+
+// leftoversFile is written by a run that stopped: what it left behind (processes,
+// namespaces, cgroups, mounts), one per line; empty when nothing.
+const leftoversFile = "leftovers"
 
 // run brings the cluster up and keeps it up until ctx ends; detached says `up`
 // started it in the background.
@@ -34,6 +39,11 @@ func run(ctx context.Context, dir string, nodes int, kind local.NodeKind, detach
 			fmt.Fprintln(os.Stderr, "stop:", err)
 		}
 		_ = os.Remove(filepath.Join(dir, readyFile))
+		// What `down` reports: anything of the run still there after it stopped.
+		left := strings.Join(s.Leftovers(), "\n")
+		if err := os.WriteFile(filepath.Join(dir, leftoversFile), []byte(left), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "stop:", err)
+		}
 	}()
 	root, err := os.Getwd()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -443,3 +444,44 @@ func descendantOf(pid, ancestor int) bool {
 	}
 	return false
 }
+
+// Namespaces identifies the node's own mount, PID and network namespaces (as
+// /proc/PID/ns links read: "mnt:[4026532301]"): every process of the node is in one
+// of them, or in a cgroup beneath CgroupRoot (containers).
+func (n *Node) Namespaces() []string {
+	pid := n.initPid()
+	if pid == 0 {
+		return nil
+	}
+	var out []string
+	for _, kind := range []string{"mnt", "pid", "net"} {
+		if link, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, kind)); err == nil {
+			out = append(out, link)
+		}
+	}
+	return out
+}
+
+// CgroupRoot is the cgroup the node's pods go under, in every hierarchy.
+func (n *Node) CgroupRoot() string { return n.cfg.CgroupRoot }
+
+// Exec runs a command on the node as someone logged into it would: in the node's
+// mount, network and PID namespaces (its /run/containerd, its /proc). It returns the
+// command's output.
+func (n *Node) Exec(ctx context.Context, argv ...string) (string, error) {
+	pid := n.initPid()
+	if pid == 0 {
+		return "", fmt.Errorf("node %s is not running", n.cfg.Name)
+	}
+	args := append([]string{"--target", strconv.Itoa(pid), "--mount", "--net", "--pid", "--"}, argv...)
+	cmd := exec.CommandContext(ctx, "nsenter", args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("on node %s: %s: %w: %s", n.cfg.Name, strings.Join(argv, " "), err, strings.TrimSpace(out.String()))
+	}
+	return out.String(), nil
+}
+
+// Tool is the path of one of BinDir's tools (ctr, crictl), valid on the node too.
+func (n *Node) Tool(name string) string { return filepath.Join(n.cfg.BinDir, name) }

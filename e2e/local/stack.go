@@ -70,6 +70,8 @@ type Stack struct {
 	out    io.Writer
 	ownDir bool
 	logs   []*os.File
+	// footprint is what the stack started, kept past Down for Leftovers.
+	footprint footprint
 }
 
 // Up starts everything. On error, what was started is stopped again.
@@ -109,7 +111,9 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 		return s, err
 	}
 	if s.NodeKind == NodeKubelet {
-		return s, s.upKubelet(ctx, opts)
+		err = s.upKubelet(ctx, opts)
+		s.remember()
+		return s, err
 	}
 	s.progress("control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler from %s", testenv.BinDir())
 	if s.Cluster, err = cluster.Start(ctx, cluster.Options{Dir: filepath.Join(s.Dir, "cluster"), Kubeconfig: opts.Kubeconfig}); err != nil {
@@ -130,6 +134,7 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 		}
 	}
 	s.progress("node stand-ins: %d ready, IPAM %s", len(s.Nodes), s.IPAM)
+	s.remember()
 	return s, nil
 }
 
@@ -242,6 +247,7 @@ func (s *Stack) progress(format string, args ...any) {
 // Down stops everything Up started, in reverse order, and removes the network
 // namespaces. It is safe on a partly started stack.
 func (s *Stack) Down() error {
+	s.remember()
 	var errs []error
 	for i := len(s.Nodes) - 1; i >= 0; i-- {
 		s.Nodes[i].Stop()

@@ -9,7 +9,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/nicpool/nicpool/e2e/fabric"
 	"github.com/nicpool/nicpool/e2e/local"
 	"github.com/nicpool/nicpool/e2e/testenv"
 )
@@ -41,8 +40,17 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	stack, err = local.Up(ctx, local.Options{Dir: dir, Nodes: 3, Node: nodeKind, Out: GinkgoWriter})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
+		// The check below sees a running stack: its processes, and on real nodes the
+		// nodes' daemons and containers.
+		running := stack.Leftovers()
+		Expect(running).To(ContainElement(ContainSubstring("started by this stack")))
+		if stack.NodeKind == local.NodeKubelet {
+			Expect(running).To(ContainElement(ContainSubstring("in a namespace of the stack")))
+			Expect(running).To(ContainElement(ContainSubstring("in a cgroup of a node")))
+		}
 		Expect(stack.Down()).To(Succeed())
-		Expect(fabric.Leftovers()).To(BeEmpty(), "network namespaces left behind")
+		// What `make down` checks too: no process, namespace, cgroup or mount left.
+		Eventually(stack.Leftovers).WithTimeout(time.Minute).Should(BeEmpty(), "left behind by the stack")
 		if failed {
 			GinkgoWriter.Printf("kept the logs of the failed run in %s\n", dir)
 			return
