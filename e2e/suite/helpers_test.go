@@ -13,11 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/e2e/kubelet"
 	"github.com/nicpool/nicpool/e2e/local"
 )
@@ -59,15 +61,25 @@ func podsOf(ctx context.Context, namespace string, labels map[string]string) []c
 // runningPods waits until exactly count pods matching labels are Running and Ready.
 func runningPods(ctx context.Context, namespace string, labels map[string]string, count int) []corev1.Pod {
 	GinkgoHelper()
+	return runningPodsWithin(ctx, namespace, labels, count, 0)
+}
+
+// runningPodsWithin is runningPods waiting up to timeout (0: the suite's default).
+func runningPodsWithin(ctx context.Context, namespace string, labels map[string]string, count int, timeout time.Duration) []corev1.Pod {
+	GinkgoHelper()
 	var pods []corev1.Pod
-	Eventually(func(g Gomega) {
+	poll := Eventually(func(g Gomega) {
 		pods = podsOf(ctx, namespace, labels)
 		g.Expect(pods).To(HaveLen(count))
 		for _, p := range pods {
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", p.Name)
 			g.Expect(isReady(&p)).To(BeTrue(), "pod %s ready", p.Name)
 		}
-	}).WithContext(ctx).Should(Succeed())
+	}).WithContext(ctx)
+	if timeout > 0 {
+		poll = poll.WithTimeout(timeout)
+	}
+	poll.Should(Succeed())
 	return pods
 }
 
@@ -168,3 +180,69 @@ func dialFrom(pod *corev1.Pod, target netip.AddrPort) (string, error) {
 
 // kubeletNode is a real node of the stack (NICPOOL_E2E_NODE=kubelet).
 type kubeletNode = kubelet.Node
+
+// specNode is a node as specs use it, whichever kind plays it.
+type specNode interface {
+	Name() string
+	// RunDir and LogDir are the node's /run/nicpool and /var/log/nicpool, as this
+	// process reaches them.
+	RunDir() string
+	LogDir() string
+	// Partition cuts the node off: it turns NotReady and stops acting on its pods
+	// (its pods' containers keep running). Heal undoes it.
+	Partition(ctx context.Context) error
+	Heal(ctx context.Context) error
+}
+
+// specNodes are the stack's nodes.
+func specNodes() []specNode {
+	var out []specNode
+	for _, n := range stack.Nodes {
+		out = append(out, n)
+	}
+	for _, n := range stack.Kubelets {
+		out = append(out, realNode{n})
+	}
+	return out
+}
+
+// realNode is a real node as a specNode: partitioned by stopping its kubelet.
+type realNode struct{ *kubeletNode }
+
+func (n realNode) RunDir() string { return n.HostPath(cniplugin.RunDir) }
+func (n realNode) LogDir() string { return n.HostPath(cniplugin.LogDir) }
+
+func (n realNode) Partition(ctx context.Context) error {
+	if err := n.StopDaemon("kubelet", 10*time.Second); err != nil {
+		return err
+	}
+	return n.waitReady(ctx, false)
+}
+
+func (n realNode) Heal(ctx context.Context) error {
+	if err := n.StartDaemon("kubelet"); err != nil {
+		return err
+	}
+	return n.waitReady(ctx, true)
+}
+
+// waitReady waits until the Node object's Ready condition is (or is no longer) True.
+func (n realNode) waitReady(ctx context.Context, ready bool) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		node := &corev1.Node{}
+		if err := stack.Client.Get(ctx, client.ObjectKey{Name: n.Name()}, node); err != nil {
+			return false, nil
+		}
+		return nodeReady(node) == ready, nil
+	})
+}
+
+// nodeReady is the Node's Ready condition.
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -48,7 +48,7 @@ func onNode(p *corev1.Pod, node string) *corev1.Pod {
 var _ = Describe("the CNI plugin run as root", func() {
 	It("refuses a NetworkAttachmentDefinition that aims its log or socket outside its directories or through a symlink, and touches nothing there", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "paths")
-		node := stack.Nodes[0]
+		node := specNodes()[0]
 		outside, err := os.MkdirTemp(stack.Dir, "outside-")
 		Expect(err).NotTo(HaveOccurred())
 		precious := filepath.Join(outside, "precious")
@@ -57,6 +57,8 @@ var _ = Describe("the CNI plugin run as root", func() {
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(listener.Close)
 		By("planting symlinks to them in the node's " + cniplugin.LogDir + " and " + cniplugin.RunDir)
+		// A real node has no log directory until something logs there.
+		Expect(os.MkdirAll(node.LogDir(), 0o755)).To(Succeed())
 		for link, target := range map[string]string{
 			filepath.Join(node.LogDir(), "planted.log"):  precious,
 			filepath.Join(node.RunDir(), "planted.sock"): listener.Addr().String(),

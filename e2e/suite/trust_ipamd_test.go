@@ -96,7 +96,8 @@ var _ = Describe("an ippools annotation that leaves out one of the pod's interfa
 var _ = Describe("a terminating pod on a node that stopped reporting", func() {
 	It("keeps its address past its grace until its pod object is gone (issue 10 finding 7)", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "partition")
-		node := stack.Nodes[len(stack.Nodes)-1]
+		nodes := specNodes()
+		node := nodes[len(nodes)-1]
 		p := newPod(ns, "stray", map[string]string{annotations.IPPool: `{"ipv4":["eth0-v4"]}`})
 		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node.Name()}
 		Expect(stack.Client.Create(ctx, p)).To(Succeed())
