@@ -39,7 +39,7 @@ func (s PoolSelection) Pools(family int64) []string {
 // ParsePoolSelections parses ipam.spidernet.io/ippools. It checks the shape only: a
 // non-empty list, each entry with at least one pool, valid pool names or wildcard
 // patterns, valid interface names, all entries named or none, no interface twice.
-// Matching entries to the pod's interfaces is ResolveInterfaces' job.
+// Matching entries to the pod's interfaces is Resolve's job.
 func ParsePoolSelections(value string) ([]PoolSelection, field.ErrorList) {
 	p := Path(IPPools)
 	var sel []PoolSelection

@@ -177,7 +177,7 @@ func TestTwoInterfacesFromOnePool(t *testing.T) {
 	d, _ := startDaemon(t, "twonic-node")
 	pod := createPod(t, "twonic", "app", "twonic-node", withAnnotations(
 		annotations.MultusNetworks, "macvlan",
-		annotations.IPPools, `[{"ipv4":["twonic"]},{"ipv4":["twonic"]}]`)) // unnamed: eth0, net1
+		annotations.IPPools, `[{"interface":"eth0","ipv4":["twonic"]},{"interface":"net1","ipv4":["twonic"]}]`))
 	a, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "c"))
 	if err != nil {
 		t.Fatal(err)
@@ -192,6 +192,43 @@ func TestTwoInterfacesFromOnePool(t *testing.T) {
 	ep := getEndpoint(t, "twonic", "app")
 	if ep == nil || len(ep.Status.Current.IPs) != 2 || ep.Status.Current.IPs[0].Interface != "eth0" || ep.Status.Current.IPs[1].Interface != "net1" {
 		t.Errorf("endpoint %+v", ep)
+	}
+	checkInvariants(t, false)
+}
+
+// A pod whose pool selection admission did not resolve (it reached the node without
+// nicpool's webhook) is refused loudly: a CNI error and an Event on the pod that say
+// how to recover, and nothing allocated. ipamd does not resolve it again.
+func TestUnresolvedSelectionIsRefusedLoudly(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "unres")
+	createPool(t, "unres", "10.59.0.0/16", []string{"10.59.0.1-10.59.0.10"})
+	d, _ := startDaemon(t, "unres-node")
+	for name, sel := range map[string][]string{
+		"unnamed": {annotations.IPPools, `[{"ipv4":["unres"]}]`},
+		"single":  {annotations.IPPool, `{"ipv4":["unres"]}`},
+	} {
+		pod := createPod(t, "unres", name, "unres-node", withAnnotations(sel...))
+		_, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "c"))
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Code != api.CodeInvalidConfig || !strings.Contains(ae.Error(), "not resolved at admission") || !strings.Contains(ae.Error(), "delete the pod") {
+			t.Errorf("ADD of %s: %v; want an invalid-config error saying the selection is not resolved and how to recover", name, err)
+		}
+		waitFor(t, func() bool {
+			var events corev1.EventList
+			if err := env.Client.List(ctx, &events, client.InNamespace("unres")); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range events.Items {
+				if e.InvolvedObject.UID == pod.UID && e.Reason == "InvalidPoolSelection" && strings.Contains(e.Message, "not resolved at admission") {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	if n := len(records(t, "unres")); n != 0 {
+		t.Errorf("pool unres holds %d addresses after refused ADDs", n)
 	}
 	checkInvariants(t, false)
 }

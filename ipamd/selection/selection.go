@@ -1,7 +1,7 @@
 // Package selection decides which SpiderIPPools one interface of a pod draws from: the
-// pod's resolved ipam.spidernet.io/ippools entry for that interface, else the
-// namespace's default pools, the CNI network's default pools, and the cluster's
-// default pools; and whether a pool may serve the pod at all (disabled, terminating,
+// pod's ipam.spidernet.io/ippools entry for that interface as admission resolved it,
+// else the namespace's default pools, the CNI network's default pools, and the
+// cluster's default pools; and whether a pool may serve the pod at all (disabled, terminating,
 // node, namespace, pod affinity, multusName). Pure logic over objects the caller read.
 package selection
 
@@ -23,7 +23,6 @@ import (
 // Where a Choice comes from, for logs and errors.
 const (
 	SourcePod       = "pod annotation " + annotations.IPPools
-	SourcePodSingle = "pod annotation " + annotations.IPPool
 	SourceNamespace = "namespace default pools"
 	SourceNetwork   = "CNI network default pools"
 	SourceCluster   = "cluster default pools (spec.default: true)"
@@ -58,47 +57,17 @@ func (c Choice) Families() []int64 {
 }
 
 // Choose returns the pools of one interface. pools is every pool the caller knows, for
-// wildcard expansion and cluster defaults; ns may be nil. A pod whose
-// ipam.spidernet.io/ippools annotation does not cover the interface gets an error, as
-// with spiderpool, not default pools (unless it also carries the single-NIC
-// ipam.spidernet.io/ippool, which speaks for eth0 only). An error names the annotation
-// and what to fix.
+// wildcard expansion and cluster defaults; ns may be nil. The pod's own choice is read
+// as admission resolved it (annotations.Selected); a selection that admission did not
+// resolve, or an ippools that leaves the interface out, is an error that names the
+// annotation and what to fix.
 func Choose(pod *corev1.Pod, ns *corev1.Namespace, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (Choice, error) {
-	if v, ok := pod.Annotations[annotations.IPPools]; ok {
-		sel, errs := annotations.ParsePoolSelections(v)
-		if len(errs) > 0 {
-			return Choice{}, errs.ToAggregate()
-		}
-		ifs, ierrs := annotations.PodInterfaces(pod.Annotations, pod.Namespace)
-		if len(ierrs) > 0 {
-			return Choice{}, ierrs.ToAggregate()
-		}
-		// The webhook already named every entry; resolving again is a no-op then, and
-		// makes a pod admitted without the webhook behave the same.
-		resolved, rerrs := annotations.Resolve(sel, ifs)
-		if len(rerrs) > 0 {
-			return Choice{}, rerrs.ToAggregate()
-		}
-		for _, s := range resolved {
-			if s.Interface == iface {
-				return Choice{Interface: iface, IPv4: expand(s.IPv4, pools), IPv6: expand(s.IPv6, pools), CleanGateway: s.CleanGateway, Source: SourcePod}, nil
-			}
-		}
-		// spiderpool refuses an interface the annotation leaves out rather than serve
-		// it from defaults the pod's author did not ask for. A pod that also carries
-		// the single-NIC ipam.spidernet.io/ippool (the webhook turns it into an
-		// ippools entry for eth0 and keeps it) chose eth0's pools only: its other
-		// interfaces take the defaults below.
-		if _, single := pod.Annotations[annotations.IPPool]; !single {
-			return Choice{}, fmt.Errorf("annotation %s names no pools for interface %s: add an entry {\"interface\":%q,\"ipv4\":[…]} for it, or remove the annotation to use default pools for every interface",
-				annotations.IPPools, iface, iface)
-		}
-	} else if v, ok := pod.Annotations[annotations.IPPool]; ok && iface == annotations.DefaultInterface {
-		s, errs := annotations.ParseSinglePoolSelection(v)
-		if len(errs) > 0 {
-			return Choice{}, errs.ToAggregate()
-		}
-		return Choice{Interface: iface, IPv4: expand(s.IPv4, pools), IPv6: expand(s.IPv6, pools), CleanGateway: s.CleanGateway, Source: SourcePodSingle}, nil
+	s, ok, err := annotations.Selected(pod.Annotations, iface)
+	if err != nil {
+		return Choice{}, err
+	}
+	if ok {
+		return Choice{Interface: iface, IPv4: expand(s.IPv4, pools), IPv6: expand(s.IPv6, pools), CleanGateway: s.CleanGateway, Source: SourcePod}, nil
 	}
 	c := Choice{Interface: iface, CleanGateway: network.CleanGateway}
 	if ns != nil {
