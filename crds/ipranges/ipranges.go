@@ -25,6 +25,19 @@ func Family(a netip.Addr) int64 {
 	return v2beta1.IPv6
 }
 
+// PoolFamily is a pool's IP family: spec.ipVersion, else the family of spec.subnet; 0
+// when neither says (a subnet that does not parse). Every component reads a pool's
+// family through it.
+func PoolFamily(s *v2beta1.IPPoolSpec) int64 {
+	if s.IPVersion != nil {
+		return *s.IPVersion
+	}
+	if sub, err := netip.ParsePrefix(s.Subnet); err == nil {
+		return Family(sub.Addr())
+	}
+	return 0
+}
+
 // ParseSubnet parses a subnet that must be in canonical CIDR form (no host bits).
 func ParseSubnet(s string, path *field.Path) (netip.Prefix, *field.Error) {
 	p, err := netip.ParsePrefix(s)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipranges"
 	"github.com/nicpool/nicpool/ipamd/api"
 )
 
@@ -100,7 +101,7 @@ func Choose(pod *corev1.Pod, ns *corev1.Namespace, iface string, network api.Net
 		if p.Spec.Default == nil || !*p.Spec.Default {
 			continue
 		}
-		if Family(&p) == v2beta1.IPv6 {
+		if ipranges.PoolFamily(&p.Spec) == v2beta1.IPv6 {
 			c.IPv6 = append(c.IPv6, p.Name)
 		} else {
 			c.IPv4 = append(c.IPv4, p.Name)
@@ -137,17 +138,6 @@ func sorted(pools []v2beta1.SpiderIPPool) []v2beta1.SpiderIPPool {
 	out := append([]v2beta1.SpiderIPPool(nil), pools...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
-}
-
-// Family is the pool's IP family from spec.ipVersion, else its subnet.
-func Family(p *v2beta1.SpiderIPPool) int64 {
-	if p.Spec.IPVersion != nil {
-		return *p.Spec.IPVersion
-	}
-	if strings.Contains(p.Spec.Subnet, ":") {
-		return v2beta1.IPv6
-	}
-	return v2beta1.IPv4
 }
 
 // Target is what a pool's eligibility depends on.

@@ -178,7 +178,7 @@ func (s *Service) allocate(ctx context.Context, owner allocator.Owner, fam int64
 			skipped = append(skipped, fmt.Sprintf("pool %s does not exist", name))
 			continue
 		}
-		if f := selection.Family(p); f != fam {
+		if f := ipranges.PoolFamily(&p.Spec); f != fam {
 			skipped = append(skipped, fmt.Sprintf("pool %s is IPv%d, listed for IPv%d", name, f, fam))
 			continue
 		}

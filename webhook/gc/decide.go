@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipranges"
 	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
@@ -123,7 +124,7 @@ func Decide(s Snapshot, p Policy) Plan {
 		holder, addr := r.Holder, r.Addr.String()
 		ns, name := splitPod(holder.Pod)
 		v := ix.judge(ns, name, holder.PodUID)
-		if v.returning && ix.superseded(ns, name, holder, addr) {
+		if v.returning && ix.superseded(ns, name, holder, r.Addr) {
 			v = verdict{reason: ReasonSuperseded}
 		}
 		plan.Recheck = earliest(plan.Recheck, v.recheck)
@@ -158,7 +159,7 @@ type podName struct{ namespace, name string }
 // holding is one (pod UID, interface, address family) that holds an address.
 type holding struct {
 	uid, iface string
-	family     int
+	family     int64
 }
 
 type index struct {
@@ -203,7 +204,7 @@ func newIndex(s Snapshot, p Policy) *index {
 		ix.endpoints[podName{ep.Namespace, ep.Name}] = ep
 	}
 	for _, r := range s.Records {
-		ix.held[holding{r.Holder.PodUID, r.Holder.Interface, family(r.Addr.String())}] = true
+		ix.held[holding{r.Holder.PodUID, r.Holder.Interface, ipranges.Family(r.Addr)}] = true
 	}
 	return ix
 }
@@ -268,12 +269,12 @@ func nodeReady(n *corev1.Node) bool {
 // superseded reports whether the current incarnation of a StatefulSet pod already holds
 // an address of the same family on the holder's interface. A takeover moves records to
 // the new UID in place, so once the new UID holds its own, the old record is orphaned.
-func (ix *index) superseded(ns, name string, holder v2beta1.PoolIPAllocation, addr string) bool {
+func (ix *index) superseded(ns, name string, holder v2beta1.PoolIPAllocation, addr netip.Addr) bool {
 	cur, ok := ix.podByName[podName{ns, name}]
 	if !ok || string(cur.UID) == holder.PodUID {
 		return false
 	}
-	return ix.held[holding{string(cur.UID), holder.Interface, family(addr)}]
+	return ix.held[holding{string(cur.UID), holder.Interface, ipranges.Family(addr)}]
 }
 
 type ordinalFate int
@@ -355,19 +356,6 @@ func splitPod(pod string) (ns, name string) {
 		return pod[:i], pod[i+1:]
 	}
 	return "", pod
-}
-
-// family is 4 or 6, or 0 for a key that is no address.
-func family(addr string) int {
-	a, err := netip.ParseAddr(addr)
-	switch {
-	case err != nil:
-		return 0
-	case a.Is4():
-		return 4
-	default:
-		return 6
-	}
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -2,7 +2,6 @@ package lookup
 
 import (
 	"context"
-	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipranges"
 )
 
 // Pool is what admission needs to know of a SpiderIPPool. It is never modified after
@@ -46,18 +46,8 @@ func NewPool(p *v2beta1.SpiderIPPool) *Pool {
 		Disabled:       p.Spec.Disable != nil && *p.Spec.Disable,
 		Terminating:    p.DeletionTimestamp != nil,
 		NamespaceNames: p.Spec.NamespaceName,
+		Family:         ipranges.PoolFamily(&p.Spec),
 		generation:     p.Generation,
-	}
-	switch {
-	case p.Spec.IPVersion != nil:
-		out.Family = *p.Spec.IPVersion
-	default:
-		if pfx, err := netip.ParsePrefix(p.Spec.Subnet); err == nil {
-			out.Family = v2beta1.IPv4
-			if !pfx.Addr().Is4() {
-				out.Family = v2beta1.IPv6
-			}
-		}
 	}
 	var err error
 	if out.NamespaceSelector, err = selector(p.Spec.NamespaceAffinity); err != nil {

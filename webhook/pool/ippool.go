@@ -89,7 +89,7 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, p *v2beta1.SpiderIP
 	if old.Spec.Subnet != p.Spec.Subnet {
 		errs = append(errs, field.Forbidden(spec.Child("subnet"), fmt.Sprintf("is immutable (was %s): create a new pool for another subnet", old.Spec.Subnet)))
 	}
-	if oldV, newV := family(&old.Spec), family(&p.Spec); oldV != newV {
+	if oldV, newV := ipranges.PoolFamily(&old.Spec), ipranges.PoolFamily(&p.Spec); oldV != newV {
 		errs = append(errs, field.Forbidden(spec.Child("ipVersion"), fmt.Sprintf("is immutable (was %d): create a new pool for another IP family", oldV)))
 	}
 	if len(errs) > 0 {
@@ -131,16 +131,6 @@ func (v *Validator) records(ctx context.Context, pool string) (v2beta1.PoolIPAll
 		return nil, apierrors.NewInternalError(fmt.Errorf("read the addresses pool %s holds: %w", pool, err))
 	}
 	return recs, nil
-}
-
-func family(s *v2beta1.IPPoolSpec) int64 {
-	if s.IPVersion != nil {
-		return *s.IPVersion
-	}
-	if sub, err := netip.ParsePrefix(s.Subnet); err == nil {
-		return ipranges.Family(sub.Addr())
-	}
-	return 0
 }
 
 func invalid(name string, errs field.ErrorList) error {
