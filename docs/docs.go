@@ -36,10 +36,14 @@ const (
 	Kustomize Run = "kustomize"
 	// Helm blocks install the chart; the chart's tests do the same with the Helm SDK.
 	Helm Run = "helm"
+	// SpiderpoolMigration blocks are the `kubectl nicpool` commands of the migration
+	// from spiderpool; operate/migrate/integration runs each of them on a real API
+	// server holding spiderpool's records, and runs no migration command they lack.
+	SpiderpoolMigration Run = "spiderpool-migration"
 )
 
 // Runs are the markers a block may carry.
-var Runs = []Run{Make, LocalCluster, Kustomize, Helm}
+var Runs = []Run{Make, LocalCluster, Kustomize, Helm, SpiderpoolMigration}
 
 // Command is one command of a block and the output the page shows for it (console
 // blocks only).

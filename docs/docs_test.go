@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nicpool/nicpool/crds"
@@ -21,6 +24,7 @@ import (
 	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/manifests"
+	"github.com/nicpool/nicpool/operate/cli"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated sections of the pages instead of comparing them")
@@ -107,6 +111,10 @@ func TestEveryCommandIsRun(t *testing.T) {
 					dir, err := filepath.Rel("manifests", filepath.Clean(f[3]))
 					if err != nil || !kustomizations[dir] {
 						t.Errorf("%s: %q: %s is not a kustomization the manifests tests create (manifests.Kustomizations, manifests.Monitoring)", where, c.Line, f[3])
+					}
+				case docs.SpiderpoolMigration:
+					if len(f) < 3 || f[0] != "kubectl" || f[1] != "nicpool" {
+						t.Errorf("%s: %q: a spiderpool-migration block holds `kubectl nicpool ...` commands, which operate/migrate/integration runs", where, c.Line)
 					}
 				case docs.LocalCluster:
 					if f[0] != "kubectl" && f[0] != "export" {
@@ -245,8 +253,10 @@ func TestLinksResolve(t *testing.T) {
 
 // The pages speak to a user on their own machine: no path of a development machine,
 // no remark to the team.
+// machinePath is a path of a development machine.
+var machinePath = regexp.MustCompile(`(^|[\s("'=\x60])/(work|home|Users|root)/`)
+
 func TestPagesSpeakToUsers(t *testing.T) {
-	machinePath := regexp.MustCompile(`(^|[\s("'=\x60])/(work|home|Users|root)/`)
 	for _, p := range allPages(t) {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -306,6 +316,34 @@ func TestFlagReference(t *testing.T) {
 		text = replaceSection(t, text, "flags: "+c.section, table)
 	}
 	compareOrUpdate(t, name, text)
+}
+
+// The flag table of docs/kubectl-nicpool.md is the plugin's own flag set, so it cannot
+// drift; go test ./docs -update rewrites it.
+func TestPluginFlagReference(t *testing.T) {
+	const name = "docs/kubectl-nicpool.md"
+	root := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard})
+	var b strings.Builder
+	b.WriteString("| flag | default | meaning |\n|---|---|---|\n")
+	cell := strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;").Replace
+	root.PersistentFlags().VisitAll(func(f *pflag.Flag) {
+		flagName := "--" + f.Name
+		if f.Shorthand != "" {
+			flagName = "-" + f.Shorthand + ", " + flagName
+		}
+		if f.Value.Type() != "bool" {
+			flagName += " " + f.Value.Type()
+		}
+		d := ""
+		if f.DefValue != "" && f.DefValue != "[]" && f.DefValue != "false" {
+			d = "`" + f.DefValue + "`"
+		}
+		if machinePath.MatchString(" " + f.DefValue) {
+			t.Errorf("kubectl nicpool --%s: its default %q is a path of this machine: show one that holds on any", f.Name, f.DefValue)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", flagName, d, cell(f.Usage))
+	})
+	compareOrUpdate(t, name, replaceSection(t, read(t, name), "flags: kubectl nicpool", b.String()))
 }
 
 // flagTable renders Go's flag usage as a Markdown table.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -65,9 +66,8 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Use:   "kubectl-nicpool",
 		Short: "Inspect and repair nicpool's address allocations, and migrate from spiderpool",
 		Long: `kubectl nicpool shows who holds an address, what each interface of a pod was
-given and how full each pool is; checks nicpool's invariants and prints the command
-that repairs each violation; releases an address whose holder is gone; and migrates
-a cluster's allocations from spiderpool.
+given and how full each pool is; checks nicpool's invariants; and migrates a
+cluster's allocations from spiderpool.
 
 Exit status: 0 when all is well, 1 when the command found something wrong in the
 cluster, 2 when it could not run.`,
@@ -78,14 +78,18 @@ cluster, 2 when it could not run.`,
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	o.flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newWhoCommand(o), newPodCommand(o), newPoolsCommand(o))
+	// The help shows where the cache goes on any machine, not this user's path.
+	if f := root.PersistentFlags().Lookup("cache-dir"); f != nil {
+		f.DefValue = "$HOME/.kube/cache"
+	}
+	root.AddCommand(newWhoCommand(o), newPodCommand(o), newPoolsCommand(o), newCheckCommand(o), newMigrateCommand(o))
 	return root
 }
 
 // Scheme knows the kinds the commands read and write.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v2beta1.AddToScheme, ipamv1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v2beta1.AddToScheme, ipamv1alpha1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err)
 		}

@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/spf13/cobra"
+
+	"github.com/nicpool/nicpool/operate/migrate"
+)
+
+func newMigrateCommand(o *options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Move a cluster's allocations from another IPAM to nicpool",
+	}
+	cmd.AddCommand(newFromSpiderpoolCommand(o))
+	return cmd
+}
+
+func newFromSpiderpoolCommand(o *options) *cobra.Command {
+	var (
+		out                  output
+		dryRun, apply, loose bool
+	)
+	cmd := &cobra.Command{
+		Use:   "from-spiderpool (--dry-run | --apply)",
+		Short: "Move spiderpool's allocation records into nicpool's form, keeping every pod's addresses",
+		Long: `Reads spiderpool's records (each pool's status.allocatedIPs string) and SpiderEndpoints,
+places every record on a pod interface, and reports what it cannot place.
+
+--dry-run writes nothing. --apply refuses while anything blocks (spiderpool still
+running, records of running pods it cannot place, objects spiderpool would delete);
+otherwise it installs nicpool's CRDs over spiderpool's (the stored objects stay),
+writes each pool's records in nicpool's form and removes spiderpool's string. Run it
+again after an interruption: pools already done are skipped.
+
+See docs/migrate-from-spiderpool.md for the whole procedure.`,
+		Example: `  kubectl nicpool migrate from-spiderpool --dry-run
+  kubectl nicpool migrate from-spiderpool --apply`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.validate(); err != nil {
+				return err
+			}
+			if dryRun == apply {
+				return errors.New("give exactly one of --dry-run and --apply")
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			plan, err := migrate.Run(cmd.Context(), c, migrate.Options{DropUnplaced: loose})
+			if err != nil {
+				return err
+			}
+			if out.structured() {
+				err = out.print(o.streams.Out, plan)
+			} else {
+				err = printPlan(&out, o.streams.Out, plan)
+			}
+			if err != nil {
+				return err
+			}
+			if len(plan.Blockers) > 0 {
+				what := "--apply would refuse"
+				if apply {
+					what = "refused; nothing was written"
+				}
+				return findingf("%d problems block the migration (%s): deal with each as its fix says, then run it again", len(plan.Blockers), what)
+			}
+			if dryRun {
+				return nil
+			}
+			log := funcr.New(func(_, args string) { fmt.Fprintln(o.streams.ErrOut, args) }, funcr.Options{})
+			if err := migrate.Apply(cmd.Context(), c, plan, log); err != nil {
+				return err
+			}
+			if !out.structured() {
+				fmt.Fprintln(o.streams.Out, "\nDone: every pool is in nicpool's form. Next: install nicpool (docs/migrate-from-spiderpool.md).")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be migrated and what blocks it; write nothing")
+	cmd.Flags().BoolVar(&apply, "apply", false, "migrate")
+	cmd.Flags().BoolVar(&loose, "drop-unplaced", false, "free the addresses of records of running pods that cannot be placed on an interface, instead of refusing")
+	out.addFlag(cmd)
+	return cmd
+}
+
+func printPlan(out *output, w io.Writer, plan migrate.Plan) error {
+	cols := []column{{name: "POOL"}, {name: "STATE"}, {name: "RECORDS"}, {name: "MIGRATE"}, {name: "DROP"}, {name: "UNPLACED"}}
+	var rows [][]any
+	for _, p := range plan.Pools {
+		rows = append(rows, []any{p.Name, p.State, len(p.Entries), p.Count(migrate.Migrate), p.Count(migrate.Drop), p.Count(migrate.Unplaced)})
+	}
+	if err := out.table(w, cols, rows); err != nil {
+		return err
+	}
+	var notes []string
+	for _, p := range plan.Pools {
+		for _, e := range p.Entries {
+			switch {
+			case e.Outcome != migrate.Migrate:
+				notes = append(notes, fmt.Sprintf("%s %s %s (UID %s): %s: %s", p.Name, e.Address, e.Pod, e.PodUID, e.Outcome, e.Reason))
+			case out.format == outputWide:
+				notes = append(notes, fmt.Sprintf("%s %s %s (UID %s): %s on %s (from the %s)", p.Name, e.Address, e.Pod, e.PodUID, e.Outcome, e.Interface, e.Source))
+			}
+		}
+	}
+	section(w, "Records", notes)
+	section(w, "Blocking", problems(plan.Blockers))
+	section(w, "Warnings", problems(plan.Warnings))
+	return nil
+}
+
+func problems(ps []migrate.Problem) []string {
+	var out []string
+	for _, p := range ps {
+		s := p.Message
+		if p.Fix != "" {
+			s += "\n      fix: " + p.Fix
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func section(w io.Writer, title string, lines []string) {
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s:\n", title)
+	for _, l := range lines {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
+}

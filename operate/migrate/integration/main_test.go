@@ -1,0 +1,204 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/go-logr/logr"
+	"github.com/vishvananda/netlink"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nicpool/nicpool/cniplugin"
+	"github.com/nicpool/nicpool/e2e/cluster"
+	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/operate/cli"
+)
+
+// The test's world: one control plane, one node (a network namespace holding the
+// macvlan parent), the CNI plugins a node of a migrated cluster has.
+var suite struct {
+	env *testenv.Env
+	// work holds the plugins (bin), the plugin's run and log directories and the CNI cache.
+	work, binDir, runDir string
+	node                 ns.NetNS
+}
+
+const (
+	nodeName = "node-1"
+	// parent is the node's uplink the pods' macvlan interfaces hang off.
+	parent = "uplink"
+)
+
+func TestMain(m *testing.M) {
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	log.SetLogger(logr.Discard())
+	work, err := os.MkdirTemp("", "nicpool-migrate-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(work)
+	suite.work, suite.binDir, suite.runDir = work, filepath.Join(work, "bin"), filepath.Join(work, "run")
+	// The plugin's /run/nicpool and /var/log/nicpool, on this host.
+	for k, v := range map[string]string{cniplugin.EnvRunDir: suite.runDir, cniplugin.EnvLogDir: filepath.Join(work, "log")} {
+		if err := os.MkdirAll(v, 0o700); err != nil {
+			return 0, err
+		}
+		if err := os.Setenv(k, v); err != nil {
+			return 0, err
+		}
+	}
+	if err := installPlugins(suite.binDir); err != nil {
+		return 0, err
+	}
+	env, err := testenv.Start(testenv.Options{ExtraCRDs: []*apiextensionsv1.CustomResourceDefinition{cluster.NetworkAttachmentDefinitionCRD()}})
+	if err != nil {
+		return 0, err
+	}
+	defer env.Stop()
+	suite.env = env
+	if err := installSpiderpoolCRDs(context.Background()); err != nil {
+		return 0, err
+	}
+	node, err := newNode()
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		_ = node.Close()
+		_ = testutils.UnmountNS(node)
+	}()
+	suite.node = node
+	return m.Run(), nil
+}
+
+// installPlugins puts in dir what a node of a migrated cluster has: nicpool's plugin
+// binary under the name spiderpool (as nicpool's DaemonSet installs it over
+// spiderpool's), and the real macvlan plugin.
+func installPlugins(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	root := testenv.RepoRoot()
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, cniplugin.NameSpiderpool), "./cmd/nicpool")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the CNI plugin: %w\n%s", err, out)
+	}
+	macvlan := filepath.Join(root, "bin", "macvlan")
+	if _, err := os.Stat(macvlan); err != nil {
+		return fmt.Errorf("the macvlan plugin is missing from bin/ (make tools): %w", err)
+	}
+	return os.Symlink(macvlan, filepath.Join(dir, "macvlan"))
+}
+
+// installSpiderpoolCRDs turns the control plane into one where spiderpool's chart was
+// installed: spiderpool's CRDs (testdata) in place of nicpool's, no IPBlocks.
+func installSpiderpoolCRDs(ctx context.Context) error {
+	c := suite.env.Client
+	data, err := os.ReadFile(filepath.Join("testdata", "spiderpool-crds.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		want := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict([]byte(doc), want); err != nil {
+			return fmt.Errorf("testdata/spiderpool-crds.yaml: %w", err)
+		}
+		cur := &apiextensionsv1.CustomResourceDefinition{}
+		switch err := c.Get(ctx, client.ObjectKey{Name: want.Name}, cur); {
+		case apierrors.IsNotFound(err):
+			err = c.Create(ctx, want)
+		case err == nil:
+			cur.Spec, cur.Annotations = want.Spec, want.Annotations
+			err = c.Update(ctx, cur)
+		}
+		if err != nil {
+			return fmt.Errorf("install CRD %s: %w", want.Name, err)
+		}
+	}
+	blocks := &apiextensionsv1.CustomResourceDefinition{}
+	blocks.Name = "ipblocks.ipam.nicpool.io"
+	if err := c.Delete(ctx, blocks); err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(blocks), blocks)
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// newNode creates the node's network namespace with its uplink (one end of a veth
+// pair), so that nothing of the host's network is touched.
+func newNode() (ns.NetNS, error) {
+	n, err := testutils.NewNS()
+	if err != nil {
+		return nil, err
+	}
+	err = n.Do(func(ns.NetNS) error {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: parent}, PeerName: "uplink-peer"}); err != nil {
+			return err
+		}
+		for _, name := range []string{"lo", parent, "uplink-peer"} {
+			l, err := netlink.LinkByName(name)
+			if err != nil {
+				return err
+			}
+			if err := netlink.LinkSetUp(l); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = n.Close()
+		_ = testutils.UnmountNS(n)
+		return nil, err
+	}
+	return n, nil
+}
+
+// ran lists the `kubectl nicpool` command lines the test ran, as a user types them.
+var ran []string
+
+// kubectl runs `kubectl nicpool args…` as the cluster's admin and returns what it
+// printed and its exit code.
+func kubectl(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ran = append(ran, "kubectl nicpool "+strings.Join(args, " "))
+	var out, errOut bytes.Buffer
+	cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	cmd.SetArgs(append([]string{"--kubeconfig", suite.env.Kubeconfig}, args...))
+	err := cmd.ExecuteContext(context.Background())
+	if err != nil {
+		fmt.Fprintln(&errOut, "error:", err)
+	}
+	var f *cli.Finding
+	if err != nil && !errors.As(err, &f) {
+		t.Logf("kubectl nicpool %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), errOut.String(), cli.ExitCode(err)
+}

@@ -1,0 +1,506 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	"github.com/vishvananda/netlink"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/docs"
+	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/daemon"
+	"github.com/nicpool/nicpool/ipamd/invariants"
+	"github.com/nicpool/nicpool/ipamd/ledger"
+	"github.com/nicpool/nicpool/operate/inspect"
+)
+
+const appNS = "app"
+
+// world is what spiderpool left: pods, their sandboxes, and the addresses each
+// interface has.
+type world struct {
+	pods map[string]*corev1.Pod
+	// web's sandbox, where its net1 carries its spiderpool addresses.
+	webNetNS ns.NetNS
+	// addresses each pod interface must keep: "pod/interface" → addresses.
+	keep map[string][]string
+}
+
+func TestMigrateFromSpiderpool(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := suite.env.Client
+	w := spiderpoolWorld(t)
+
+	t.Log("a dry run while spiderpool runs: it names what blocks, and writes nothing")
+	out, errOut, code := kubectl(t, "migrate", "from-spiderpool", "--dry-run")
+	t.Logf("kubectl nicpool migrate from-spiderpool --dry-run\n%s%s", out, errOut)
+	g.Expect(code).To(Equal(1))
+	for _, want := range []string{
+		"spiderpool-agent still runs: pod kube-system/spiderpool-agent-x7k2p on node node-1",
+		"spiderpool's webhook spiderippool.spiderpool.spidernet.io of ValidatingWebhookConfiguration spiderpool-controller is still registered",
+		"network-attachment-definition app/macvlan is owned by SpiderMultusConfig macvlan",
+		`fix: kubectl patch network-attachment-definition -n app macvlan --type json -p '[{"op":"remove","path":"/metadata/ownerReferences"}]'`,
+		"v4 10.50.0.12 app/web (UID " + string(w.pods["web"].UID) + "): unplaced: no SpiderEndpoint lists it and the pool record names no interface",
+		"eth0-pool 10.51.0.12 app/old (UID 0d1e-gone): drop: no SpiderEndpoint lists it and the pool record names no interface; pod UID 0d1e-gone is gone",
+		"1 SpiderMultusConfig objects: nicpool does not serve SpiderMultusConfigs",
+	} {
+		g.Expect(out).To(ContainSubstring(want))
+	}
+	_, errOut, code = kubectl(t, "migrate", "from-spiderpool", "--apply")
+	g.Expect(code).To(Equal(1))
+	g.Expect(errOut).To(ContainSubstring("problems block the migration (refused; nothing was written)"))
+	g.Expect(spiderpoolString(t, "v4")).To(ContainSubstring("10.50.0.12"), "a refused --apply writes nothing")
+	err := c.Get(ctx, client.ObjectKey{Name: "ipblocks.ipam.nicpool.io"}, &apiextensionsv1.CustomResourceDefinition{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a refused --apply installs no CRD: %v", err)
+
+	t.Log("spiderpool uninstalled as the runbook says: its pods and webhooks gone, the NAD freed of its owner")
+	uninstallSpiderpool(t)
+	_, _, code = kubectl(t, "migrate", "from-spiderpool", "--dry-run")
+	g.Expect(code).To(Equal(1), "the leaked record of the running pod web still blocks")
+	out, errOut, code = kubectl(t, "migrate", "from-spiderpool", "--apply", "--drop-unplaced")
+	t.Logf("kubectl nicpool migrate from-spiderpool --apply --drop-unplaced\n%s%s", out, errOut)
+	g.Expect(code).To(Equal(0), "stdout %s\nstderr %s", out, errOut)
+
+	t.Log("run again, as after an interruption: nothing left to do")
+	out, _, code = kubectl(t, "migrate", "from-spiderpool", "--apply")
+	g.Expect(code).To(Equal(0))
+	g.Expect(out).To(MatchRegexp(`eth0-pool\s+done`))
+
+	t.Log("nicpool's form: every address on its interface, read through the typed API")
+	recs, bad, err := ledger.List(ctx, c)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(bad).To(BeEmpty())
+	var got []string
+	for _, r := range recs {
+		g.Expect(r.Block).NotTo(BeEmpty(), "record %s is in an IPBlock", r.Addr)
+		g.Expect(r.Node).To(Equal(nodeName), "record %s is in a block of its pod's node, where that node's ipamd looks", r.Addr)
+		got = append(got, fmt.Sprintf("%s %s %s/%s %s", r.Pool, r.Addr, r.Holder.Pod, r.Holder.PodUID, r.Holder.Interface))
+	}
+	uid := func(name string) string { return string(w.pods[name].UID) }
+	g.Expect(got).To(ConsistOf(
+		"eth0-pool 10.51.0.10 app/web/"+uid("web")+" eth0",
+		"eth0-pool 10.51.0.11 app/single/"+uid("single")+" eth0",
+		"v4 10.50.0.10 app/web/"+uid("web")+" net1",
+		"v4 10.50.0.11 app/db-0/"+uid("db-0")+" net1",
+		"v6 fd00:50::10 app/web/"+uid("web")+" net1",
+	))
+	for pool, n := range map[string]int64{"eth0-pool": 2, "v4": 2, "v6": 1} {
+		p := &v2beta1.SpiderIPPool{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: pool}, p)).To(Succeed())
+		g.Expect(p.Status.AllocatedIPs).To(BeEmpty())
+		g.Expect(p.Status.AllocatedIPCount).To(Equal(ptr.To(n)), "pool %s allocatedIPCount", pool)
+	}
+
+	t.Log("ipamd starts; every pod keeps every address")
+	startIPAMD(t)
+	ipam := api.NewClient(filepath.Join(suite.runDir, filepath.Base(api.DefaultSocketPath)), 10*time.Second)
+	for key, want := range w.keep {
+		name, iface, _ := strings.Cut(key, "/")
+		pod := w.pods[name]
+		var resp *api.AllocateResponse
+		g.Eventually(func() (err error) {
+			resp, err = ipam.Allocate(ctx, &api.AllocateRequest{
+				Attachment: api.Attachment{ContainerID: "c-" + name, Interface: iface},
+				Pod:        api.Pod{Namespace: appNS, Name: name, UID: string(pod.UID)},
+				Network:    api.NetworkConfig{Name: "macvlan"},
+			})
+			return err
+		}).WithTimeout(time.Minute).Should(Succeed(), "ADD again for %s", key)
+		var addrs []string
+		for _, ip := range resp.IPs {
+			addrs = append(addrs, ip.Address)
+		}
+		g.Expect(addrs).To(ConsistOf(want), "the addresses of %s", key)
+	}
+	for name := range w.pods {
+		out, _, code := kubectl(t, "pod", name, "-n", appNS)
+		g.Expect(code).To(Equal(0), "kubectl nicpool pod %s: pool records and endpoint agree\n%s", name, out)
+	}
+	g.Expect(invariants.Check(ctx, c, invariants.Options{Converged: true})).To(Succeed())
+	_, _, code = kubectl(t, "check")
+	g.Expect(code).To(Equal(0))
+	out, _, code = kubectl(t, "pools")
+	g.Expect(code).To(Equal(0))
+	g.Expect(out).To(MatchRegexp(`(?m)^v4\s+10\.50\.0\.0/24\s+2\s+39\s+41\s`))
+
+	t.Log("the runtime tears web's net1 down with the configuration Multus cached under spiderpool")
+	delThroughSpiderpool(t, w)
+	g.Expect(hasLink(t, w.webNetNS, "net1")).To(BeFalse(), "macvlan removed the interface")
+	for _, a := range []string{"10.50.0.10", "fd00:50::10"} {
+		_, errOut, code := kubectl(t, "who", a)
+		g.Expect(code).To(Equal(1), "%s released", a)
+		g.Expect(errOut).To(ContainSubstring("not allocated"))
+	}
+	var rep inspect.PodReport
+	out, _, code = kubectl(t, "pod", "web", "-n", appNS, "-o", "json")
+	g.Expect(code).To(Equal(0))
+	g.Expect(json.Unmarshal([]byte(out), &rep)).To(Succeed())
+	g.Expect(rep.Interfaces).To(HaveLen(2))
+	g.Expect(rep.Interfaces[0].Addresses).To(HaveLen(1), "eth0 keeps its address")
+	g.Expect(rep.Interfaces[1].Addresses).To(BeEmpty(), "net1 holds nothing")
+	g.Expect(invariants.Check(ctx, c, invariants.Options{Converged: true})).To(Succeed())
+	_, _, code = kubectl(t, "check")
+	g.Expect(code).To(Equal(0))
+
+	t.Log("the runbook's kubectl nicpool commands are the ones this test ran")
+	doc := runbookCommands(t)
+	g.Expect(ran).To(ContainElements(doc), "every command of the runbook ran")
+	for _, cmd := range ran {
+		if strings.HasPrefix(cmd, "kubectl nicpool migrate ") {
+			g.Expect(doc).To(ContainElement(cmd), "the runbook shows every migration command the test ran")
+		}
+	}
+}
+
+// spiderpoolWorld creates what a cluster running spiderpool holds: three pools with
+// spiderpool's string records (some without interface, one of a pod long gone, one
+// leaked), three running pods with their endpoints, a StatefulSet, spiderpool's agent
+// and webhook, and a NAD owned by a SpiderMultusConfig.
+func spiderpoolWorld(t *testing.T) *world {
+	t.Helper()
+	ctx := context.Background()
+	c := suite.env.Client
+	g := NewWithT(t)
+	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNS}})).To(Succeed())
+	g.Expect(c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})).To(Succeed())
+
+	smc := &unstructured.Unstructured{}
+	smc.SetGroupVersionKind(v2beta1.GroupVersion.WithKind("SpiderMultusConfig"))
+	smc.SetNamespace(appNS)
+	smc.SetName("macvlan")
+	smc.Object["spec"] = map[string]any{"cniType": "macvlan", "macvlan": map[string]any{"master": []any{parent}}}
+	g.Expect(c.Create(ctx, smc)).To(Succeed())
+	nad := &unstructured.Unstructured{}
+	nad.SetGroupVersionKind(schema.GroupVersionKind{Group: "k8s.cni.cncf.io", Version: "v1", Kind: "NetworkAttachmentDefinition"})
+	nad.SetNamespace(appNS)
+	nad.SetName("macvlan")
+	nad.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "spiderpool.spidernet.io/v2beta1", Kind: "SpiderMultusConfig", Name: "macvlan", UID: smc.GetUID(), Controller: ptr.To(true)}})
+	nad.Object["spec"] = map[string]any{"config": networkConfig()}
+	g.Expect(c.Create(ctx, nad)).To(Succeed())
+
+	set := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "registry.k8s.io/pause:3.10"}}},
+			},
+		},
+	}
+	g.Expect(c.Create(ctx, set)).To(Succeed())
+
+	w := &world{pods: map[string]*corev1.Pod{}, keep: map[string][]string{
+		"web/eth0":    {"10.51.0.10/24"},
+		"web/net1":    {"10.50.0.10/24", "fd00:50::10/64"},
+		"db-0/net1":   {"10.50.0.11/24"},
+		"single/eth0": {"10.51.0.11/24"},
+	}}
+	// web: two interfaces, pools listed by position (no interface names), as most
+	// spiderpool users write them.
+	w.pods["web"] = runningPod(t, "web", map[string]string{
+		annotations.MultusNetworks: appNS + "/macvlan",
+		annotations.IPPools:        `[{"ipv4":["eth0-pool"]},{"ipv4":["v4"],"ipv6":["v6"]}]`,
+	}, nil)
+	// db-0: a StatefulSet pod, its pools named by interface; its eth0 is the cluster
+	// network's, with an IPAM of its own.
+	w.pods["db-0"] = runningPod(t, "db-0", map[string]string{
+		annotations.MultusNetworks: appNS + "/macvlan",
+		annotations.IPPools:        `[{"interface":"net1","ipv4":["v4"]}]`,
+	}, []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: set.UID, Controller: ptr.To(true)}})
+	// single: one interface, its endpoint lost.
+	w.pods["single"] = runningPod(t, "single", map[string]string{annotations.IPPool: `{"ipv4":["eth0-pool"]}`}, nil)
+
+	uid := func(name string) string { return string(w.pods[name].UID) }
+	spiderpoolPool(t, "eth0-pool", "10.51.0.0/24", "10.51.0.1", "10.51.0.10-10.51.0.50", map[string]map[string]string{
+		"10.51.0.10": {"pod": "app/web", "podUid": uid("web")},
+		"10.51.0.11": {"pod": "app/single", "podUid": uid("single")},
+		"10.51.0.12": {"pod": "app/old", "podUid": "0d1e-gone"},
+	})
+	spiderpoolPool(t, "v4", "10.50.0.0/24", "10.50.0.1", "10.50.0.10-10.50.0.50", map[string]map[string]string{
+		"10.50.0.10": {"pod": "app/web", "podUid": uid("web")},
+		"10.50.0.11": {"pod": "app/db-0", "podUid": uid("db-0"), "interface": "net1"},
+		"10.50.0.12": {"pod": "app/web", "podUid": uid("web")}, // spiderpool's leak: a retry's address
+	})
+	spiderpoolPool(t, "v6", "fd00:50::/64", "", "fd00:50::10-fd00:50::50", map[string]map[string]string{
+		"fd00:50::10": {"pod": "app/web", "podUid": uid("web")},
+	})
+	spiderpoolEndpoint(t, w.pods["web"], "Pod", "web",
+		v2beta1.IPAllocationDetail{Interface: "eth0", IPv4: ptr.To("10.51.0.10/24"), IPv4Pool: ptr.To("eth0-pool"), IPv4Gateway: ptr.To("10.51.0.1")},
+		v2beta1.IPAllocationDetail{Interface: "net1", IPv4: ptr.To("10.50.0.10/24"), IPv4Pool: ptr.To("v4"), IPv4Gateway: ptr.To("10.50.0.1"),
+			IPv6: ptr.To("fd00:50::10/64"), IPv6Pool: ptr.To("v6")})
+	spiderpoolEndpoint(t, w.pods["db-0"], "StatefulSet", "db",
+		v2beta1.IPAllocationDetail{Interface: "net1", IPv4: ptr.To("10.50.0.11/24"), IPv4Pool: ptr.To("v4"), IPv4Gateway: ptr.To("10.50.0.1")})
+
+	w.webNetNS = sandbox(t, "net1", "10.50.0.10/24", "fd00:50::10/64")
+
+	// spiderpool itself.
+	agent := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "spiderpool-agent-x7k2p", Labels: map[string]string{"app.kubernetes.io/name": "spiderpool"}},
+		Spec: corev1.PodSpec{NodeName: nodeName, HostNetwork: true,
+			Containers: []corev1.Container{{Name: "spiderpool-agent", Image: "ghcr.io/spidernet-io/spiderpool/spiderpool-agent:v0.9.3"}}},
+	}
+	g.Expect(c.Create(ctx, agent)).To(Succeed())
+	agent.Status.Phase = corev1.PodRunning
+	g.Expect(c.Status().Update(ctx, agent)).To(Succeed())
+	g.Expect(c.Create(ctx, &admissionv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "spiderpool-controller"},
+		Webhooks: []admissionv1.ValidatingWebhook{{
+			Name:                    "spiderippool.spiderpool.spidernet.io",
+			ClientConfig:            admissionv1.WebhookClientConfig{Service: &admissionv1.ServiceReference{Namespace: "kube-system", Name: "spiderpool-controller", Path: ptr.To("/validate")}},
+			Rules:                   []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Create}, Rule: admissionv1.Rule{APIGroups: []string{"spiderpool.spidernet.io"}, APIVersions: []string{"v2beta1"}, Resources: []string{"spidersubnets"}}}},
+			FailurePolicy:           ptr.To(admissionv1.Ignore),
+			SideEffects:             ptr.To(admissionv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	})).To(Succeed())
+	return w
+}
+
+// networkConfig is the NAD's CNI configuration, as SpiderMultusConfig generated it:
+// macvlan with spiderpool as IPAM, CNI 0.3.1.
+func networkConfig() string {
+	data, _ := json.Marshal(map[string]any{
+		"cniVersion": "0.3.1", "name": "macvlan",
+		"plugins": []any{map[string]any{"type": "macvlan", "master": parent, "mode": "bridge", "ipam": map[string]any{"type": "spiderpool"}}},
+	})
+	return string(data)
+}
+
+func runningPod(t *testing.T, name string, ann map[string]string, owners []metav1.OwnerReference) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: name, Annotations: ann, OwnerReferences: owners},
+		Spec:       corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	if err := suite.env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Phase = corev1.PodRunning
+	if err := suite.env.Client.Status().Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// spiderpoolPool creates a pool as spiderpool writes it, records in a JSON string.
+func spiderpoolPool(t *testing.T, name, subnet, gateway, ips string, recs map[string]map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(v2beta1.GroupVersion.WithKind("SpiderIPPool"))
+	u.SetName(name)
+	u.SetFinalizers([]string{"spiderpool.spidernet.io"})
+	spec := map[string]any{"subnet": subnet, "ips": []any{ips}, "default": false, "disable": false}
+	if gateway != "" {
+		spec["gateway"] = gateway
+	}
+	u.Object["spec"] = spec
+	if err := suite.env.Client.Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(recs)
+	u.Object["status"] = map[string]any{"allocatedIPs": string(data), "allocatedIPCount": int64(len(recs)), "totalIPCount": int64(41)}
+	if err := suite.env.Client.Status().Update(ctx, u); err != nil {
+		t.Fatalf("pool %s status: %v", name, err)
+	}
+}
+
+func spiderpoolString(t *testing.T, pool string) string {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(v2beta1.GroupVersion.WithKind("SpiderIPPool"))
+	if err := suite.env.Client.Get(context.Background(), client.ObjectKey{Name: pool}, u); err != nil {
+		t.Fatal(err)
+	}
+	s, _, _ := unstructured.NestedString(u.Object, "status", "allocatedIPs")
+	return s
+}
+
+func spiderpoolEndpoint(t *testing.T, pod *corev1.Pod, kind, controller string, ips ...v2beta1.IPAllocationDetail) {
+	t.Helper()
+	ep := &v2beta1.SpiderEndpoint{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, Finalizers: []string{"spiderpool.spidernet.io"}},
+		Status: v2beta1.WorkloadEndpointStatus{
+			Current:             v2beta1.PodIPAllocation{UID: string(pod.UID), Node: nodeName, IPs: ips},
+			OwnerControllerType: kind, OwnerControllerName: controller,
+		},
+	}
+	if err := suite.env.Client.Create(context.Background(), ep); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sandbox creates a pod's network namespace holding a macvlan interface on the
+// node's uplink with the given addresses, as spiderpool's ADD left it.
+func sandbox(t *testing.T, iface string, addrs ...string) ns.NetNS {
+	t.Helper()
+	pod, err := testutils.NewNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = pod.Close()
+		_ = testutils.UnmountNS(pod)
+	})
+	err = suite.node.Do(func(ns.NetNS) error {
+		up, err := netlink.LinkByName(parent)
+		if err != nil {
+			return err
+		}
+		mv := &netlink.Macvlan{LinkAttrs: netlink.LinkAttrs{Name: "mv-tmp", ParentIndex: up.Attrs().Index, Namespace: netlink.NsFd(int(pod.Fd()))}, Mode: netlink.MACVLAN_MODE_BRIDGE}
+		return netlink.LinkAdd(mv)
+	})
+	if err != nil {
+		t.Fatalf("macvlan: %v", err)
+	}
+	err = pod.Do(func(ns.NetNS) error {
+		l, err := netlink.LinkByName("mv-tmp")
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetName(l, iface); err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			addr, err := netlink.ParseAddr(a)
+			if err != nil {
+				return err
+			}
+			if err := netlink.AddrAdd(l, addr); err != nil {
+				return err
+			}
+		}
+		return netlink.LinkSetUp(l)
+	})
+	if err != nil {
+		t.Fatalf("sandbox %s: %v", iface, err)
+	}
+	return pod
+}
+
+func hasLink(t *testing.T, n ns.NetNS, name string) bool {
+	t.Helper()
+	found := false
+	_ = n.Do(func(ns.NetNS) error {
+		_, err := netlink.LinkByName(name)
+		found = err == nil
+		return nil
+	})
+	return found
+}
+
+// uninstallSpiderpool does what `helm uninstall --no-hooks` and the runbook's NAD
+// step do: spiderpool's pods and webhook configurations go, its CRDs and their
+// objects stay, and the NAD no longer has a SpiderMultusConfig owner.
+func uninstallSpiderpool(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	c := suite.env.Client
+	g := NewWithT(t)
+	g.Expect(c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "spiderpool-agent-x7k2p"}}, client.GracePeriodSeconds(0))).To(Succeed())
+	g.Expect(c.Delete(ctx, &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "spiderpool-controller"}})).To(Succeed())
+	nad := &unstructured.Unstructured{}
+	nad.SetGroupVersionKind(schema.GroupVersionKind{Group: "k8s.cni.cncf.io", Version: "v1", Kind: "NetworkAttachmentDefinition"})
+	nad.SetNamespace(appNS)
+	nad.SetName("macvlan")
+	// The runbook's patch.
+	patch := []byte(`[{"op":"remove","path":"/metadata/ownerReferences"}]`)
+	g.Expect(c.Patch(ctx, nad, client.RawPatch(types.JSONPatchType, patch))).To(Succeed())
+}
+
+func startIPAMD(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := daemon.New(suite.env.Config, daemon.Options{
+		NodeName: nodeName, SocketPath: filepath.Join(suite.runDir, filepath.Base(api.DefaultSocketPath)),
+		Scheme: testenv.NewScheme(), Log: logr.Discard(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := d.Start(ctx)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+		}
+	})
+}
+
+// delThroughSpiderpool runs CNI DEL for web's net1 as the runtime does through Multus
+// with the delegate configuration it cached when spiderpool was the IPAM: type
+// macvlan, ipam type spiderpool.
+func delThroughSpiderpool(t *testing.T, w *world) {
+	t.Helper()
+	list, err := libcni.NetworkConfFromBytes([]byte(networkConfig()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cni := libcni.NewCNIConfigWithCacheDir([]string{suite.binDir}, filepath.Join(suite.work, "cache"), nil)
+	web := w.pods["web"]
+	rt := &libcni.RuntimeConf{
+		ContainerID: "c-web", NetNS: w.webNetNS.Path(), IfName: "net1",
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", appNS}, {"K8S_POD_NAME", "web"}, {"K8S_POD_INFRA_CONTAINER_ID", "c-web"}, {"K8S_POD_UID", string(web.UID)}},
+	}
+	err = suite.node.Do(func(ns.NetNS) error { return cni.DelNetworkList(context.Background(), list, rt) })
+	if err != nil {
+		t.Fatalf("DEL through type spiderpool: %v", err)
+	}
+}
+
+// runbookCommands are the commands of the runbook's spiderpool-migration blocks.
+func runbookCommands(t *testing.T) []string {
+	t.Helper()
+	cmds, err := docs.Commands(testenv.RepoRoot(), docs.SpiderpoolMigration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cmds) == 0 {
+		t.Fatal("docs/migrate-from-spiderpool.md has no spiderpool-migration block")
+	}
+	var out []string
+	for _, c := range cmds {
+		out = append(out, c.Line)
+	}
+	return uniq(out)
+}
+
+func uniq(list []string) []string {
+	out := slices.Clone(list)
+	sort.Strings(out)
+	return slices.Compact(out)
+}
