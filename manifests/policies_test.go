@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/webhook/configs"
@@ -35,19 +36,50 @@ func accessOnly(objs []*unstructured.Unstructured) []*unstructured.Unstructured 
 }
 
 // applyAccess applies the rendered RBAC and admission policies of an overlay and
-// waits until the API server enforces the policies (an admin's SpiderEndpoint is
-// refused).
+// waits until the API server enforces each policy (the API server loads each one on
+// its own: a probe that only it refuses).
 func applyAccess(t *testing.T, e *testenv.Env, overlay string) {
 	t.Helper()
+	ctx := context.Background()
 	objs := accessOnly(render(t, overlay))
 	apply(t, e.Client, objs)
 	t.Cleanup(func() { remove(t, e.Client, objs) })
-	probe := &v2beta1.SpiderEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "policy-probe"}, Status: v2beta1.WorkloadEndpointStatus{Current: v2beta1.PodIPAllocation{UID: "u"}}}
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		return refusedByPolicy(e.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll), configs.EndpointsPolicy), nil
-	})
-	if err != nil {
-		t.Fatalf("the rendered admission policies are not enforced: %v", err)
+	pool := &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe"}, Spec: v2beta1.IPPoolSpec{Subnet: "10.254.0.0/24"}}
+	if err := e.Client.Create(ctx, pool); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	ipamd := clientFor(t, e, ipamdOn(e, ""))
+	probes := map[string]func(ctx context.Context) error{
+		configs.EndpointsPolicy: func(ctx context.Context) error {
+			return e.Client.Create(ctx, &v2beta1.SpiderEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "policy-probe"}, Status: v2beta1.WorkloadEndpointStatus{Current: v2beta1.PodIPAllocation{UID: "u"}}}, client.DryRunAll)
+		},
+		configs.PoolStatusPolicy: func(ctx context.Context) error {
+			p := &v2beta1.SpiderIPPool{}
+			if err := e.Client.Get(ctx, client.ObjectKeyFromObject(pool), p); err != nil {
+				return err
+			}
+			return e.Client.Status().Update(ctx, p, client.DryRunAll)
+		},
+		configs.PodsPolicy: func(ctx context.Context) error {
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "policy-probe", Annotations: map[string]string{configs.SpiderSubnetAnnotations[0]: "{}"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "probe"}}},
+			}
+			return e.Client.Create(ctx, p, client.DryRunAll)
+		},
+		configs.BlocksPolicy: func(ctx context.Context) error {
+			b := &ipamv1alpha1.IPBlock{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe.10.254.0.0"}, Spec: ipamv1alpha1.IPBlockSpec{Pool: pool.Name, CIDR: "10.254.0.0/28"}}
+			return ipamd.Create(ctx, b, client.DryRunAll)
+		},
+	}
+	for name, probe := range probes {
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			err := probe(ctx)
+			return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+name+"'"), nil
+		})
+		if err != nil {
+			t.Fatalf("the rendered admission policy %s is not enforced: %v", name, err)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nicpool/nicpool/crds/annotations"
+	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/webhook/pod"
 )
@@ -23,7 +24,14 @@ const (
 	EndpointsPolicy  = "spiderendpoints.nicpool.io"
 	PoolStatusPolicy = "spiderippool-status.nicpool.io"
 	PodsPolicy       = "pods.nicpool.io"
+	BlocksPolicy     = "ipblocks.nicpool.io"
 )
+
+// OverrideVerb is the verb on ipblocks (group ipam.nicpool.io) that lets a principal
+// other than nicpool's service accounts write allocation records: no role grants it
+// by name, so it is held by roles with every verb (cluster-admin, system:masters)
+// and by roles an administrator writes for it.
+const OverrideVerb = "override"
 
 // NodeNameExtra is the user extra the API server sets from a service account token
 // bound to a pod or a node: the node that pod runs on.
@@ -48,6 +56,12 @@ var SpiderSubnetAnnotations = []string{
 //     parse. The node path (CNI ADD and DEL) thus never waits for the webhook.
 //   - Pool status (the allocation records) is written only by nicpool's service
 //     accounts.
+//   - IPBlocks (the allocation records) are written only by nicpool's service
+//     accounts, or by a principal allowed OverrideVerb on them (a cluster admin
+//     releasing a stuck record); an ipamd creates only empty blocks of its own node
+//     (or, moving an older layout's records, blocks of no node) and never gives a
+//     block to another node. Which records in a block an ipamd changes is not
+//     confined: see blocksSpec.
 //   - A pod that uses nicpool's admission has every ippools entry resolved (interface
 //     named, no wildcard left; ipam.spidernet.io/ippool only beside the one eth0
 //     entry it was turned into) and, when a StatefulSet controls it, nicpool's
@@ -59,6 +73,7 @@ func Policies(o Options) ([]*admissionregistrationv1.ValidatingAdmissionPolicy, 
 		policy(EndpointsPolicy, endpointsSpec(o)),
 		policy(PoolStatusPolicy, poolStatusSpec(o)),
 		policy(PodsPolicy, podsSpec()),
+		policy(BlocksPolicy, blocksSpec(o)),
 	}
 	bindings := make([]*admissionregistrationv1.ValidatingAdmissionPolicyBinding, 0, len(policies))
 	for _, p := range policies {
@@ -229,6 +244,64 @@ func poolStatusSpec(o Options) admissionregistrationv1.ValidatingAdmissionPolicy
 		MatchConstraints: constraints([]string{v2beta1.GroupVersion.Group}, "spiderippools/status", admissionregistrationv1.ClusterScope, admissionregistrationv1.Update),
 		Variables:        writerVariables(o),
 		Validations:      []admissionregistrationv1.Validation{onlyNicpool(o, "SpiderIPPool status")},
+	}
+}
+
+// blocksSpec confines IPBlock writes as far as ipamd/ledger makes it sound.
+//
+// Who: nicpool's service accounts, a principal allowed OverrideVerb on ipblocks, or
+// anyone whose update leaves spec and status alone (labels, the garbage collector
+// orphaning a block of a deleted pool). DELETE is RBAC's alone.
+//
+// Which node, for an ipamd: it claims a block by creating it empty with spec.node set
+// to its own node; moving an older layout's records (ledger.Migrate) creates blocks of
+// no node; the only change of spec.node is a block of no node taken by the node that
+// writes into it. The records inside a block are not confined to the ipamd's node, and
+// cannot be soundly: an ipamd allocates in another node's block once every block of
+// the pool is claimed, a StatefulSet pod that moved nodes takes over (and later
+// releases) records in its old node's block, and the records name a pod, not its
+// node, which the API server cannot look up in a policy. The ownership rule
+// (allocator.Owner.Holds) and the endpoint policy confine those writes in nicpool.
+func blocksSpec(o Options) admissionregistrationv1.ValidatingAdmissionPolicySpec {
+	forbidden := ptrTo(metav1.StatusReasonForbidden)
+	node := func(obj string) string { return "(has(" + obj + ".spec.node) ? " + obj + ".spec.node : '')" }
+	gr := ipamv1alpha1.GroupVersion.Group
+	return admissionregistrationv1.ValidatingAdmissionPolicySpec{
+		MatchConstraints: constraints([]string{gr}, "ipblocks", admissionregistrationv1.ClusterScope,
+			admissionregistrationv1.Create, admissionregistrationv1.Update),
+		Variables: append(writerVariables(o),
+			admissionregistrationv1.Variable{Name: "override", Expression: "authorizer.group(" + cel(gr) + ").resource('ipblocks').check(" + cel(OverrideVerb) + ").allowed()"},
+			admissionregistrationv1.Variable{Name: "recordsKept", Expression: "request.operation == 'UPDATE' && object.spec == oldObject.spec && has(object.status) == has(oldObject.status) && (!has(object.status) || object.status == oldObject.status)"},
+			admissionregistrationv1.Variable{Name: "newNode", Expression: node("object")},
+			admissionregistrationv1.Variable{Name: "oldNode", Expression: "request.operation == 'UPDATE' ? " + node("oldObject") + " : ''"},
+			admissionregistrationv1.Variable{Name: "empty", Expression: "!has(object.status) || !has(object.status.allocations) || size(object.status.allocations) == 0"},
+		),
+		Validations: []admissionregistrationv1.Validation{
+			{
+				Expression: "variables.nicpool || variables.override || variables.recordsKept",
+				Reason:     forbidden,
+				Message: fmt.Sprintf("IPBlocks are written only by nicpool's service accounts (%s and %s in namespace %s), or by whom RBAC allows the verb %q on ipblocks.%s (cluster-admin does): each record says which pod holds an address. Delete the pod to release its addresses",
+					IpamdServiceAccount, WebhookServiceAccount, o.Namespace, OverrideVerb, gr),
+			},
+			{
+				Expression: "!variables.ipamd || variables.node != ''",
+				Reason:     forbidden,
+				Message: fmt.Sprintf("%s's credentials name no node (user extra %s): run it with a service account token bound to its pod, as the DaemonSet's projected token is, so the API server knows which node it acts for",
+					IpamdServiceAccount, NodeNameExtra),
+			},
+			{
+				// A claim: an empty block of its own node. Moving an older layout's
+				// records: a block of no node.
+				Expression:        "!variables.ipamd || request.operation != 'CREATE' || variables.newNode == '' || (variables.newNode == variables.node && variables.empty)",
+				Reason:            forbidden,
+				MessageExpression: cel(IpamdServiceAccount+" of node ") + " + variables.node + " + cel(" creates only empty IPBlocks of that node (spec.node), or blocks of no node when it moves a pool's records into blocks; not ") + " + (variables.newNode == variables.node ? 'a block already holding records' : 'a block of node ' + variables.newNode)",
+			},
+			{
+				Expression:        "!variables.ipamd || request.operation != 'UPDATE' || variables.newNode == variables.oldNode || (variables.oldNode == '' && variables.newNode == variables.node)",
+				Reason:            forbidden,
+				MessageExpression: cel(IpamdServiceAccount+" of node ") + " + variables.node + " + cel(" may not change spec.node of IPBlock ") + " + object.metadata.name + " + cel(" from ") + " + (variables.oldNode == '' ? 'none' : variables.oldNode) + " + cel(" to ") + " + (variables.newNode == '' ? 'none' : variables.newNode) + " + cel(": a node takes only a block of no node"),
+			},
+		},
 	}
 }
 
