@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -8,13 +9,24 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 )
 
 // Client calls ipamd over its unix socket.
+//
+// It speaks just enough HTTP for ipamd's endpoints, without net/http: the CNI plugin
+// is one process per CNI call, and on a busy node its start-up is its cost. net/http
+// (with the TLS, compression and MIME packages it links) adds about a hundred page
+// faults to every start, more than the rest of the plugin together. Each call is one
+// HTTP/1.0 request on a connection of its own; the answer's body ends where its
+// Content-Length says or where ipamd closes the connection (no chunked encoding is
+// sent to an HTTP/1.0 client), so any HTTP server can answer it.
 type Client struct {
-	http *http.Client
+	dial    func(ctx context.Context) (net.Conn, error)
+	timeout time.Duration
 }
 
 // NewClient returns a client for the socket at path; timeout bounds each call.
@@ -29,15 +41,14 @@ func NewClient(path string, timeout time.Duration) *Client {
 // caller that must decide how the socket is opened (the CNI plugin follows no
 // symlink to it). A dial error is reported as ErrUnreachable, wrapping dial's error.
 func NewClientDial(dial func(ctx context.Context) (net.Conn, error), timeout time.Duration) *Client {
-	tr := &http.Transport{
-		DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
-		DisableKeepAlives: true,
-	}
-	return &Client{http: &http.Client{Transport: tr, Timeout: timeout}}
+	return &Client{dial: dial, timeout: timeout}
 }
 
 // ErrUnreachable wraps every failure to reach ipamd (no socket, refused, timeout).
 var ErrUnreachable = errors.New("ipamd unreachable")
+
+// maxAnswer bounds the answer read from ipamd (headers and body).
+const maxAnswer = 4 << 20
 
 func (c *Client) Allocate(ctx context.Context, req *AllocateRequest) (*AllocateResponse, error) {
 	return call[AllocateResponse](ctx, c, PathAllocate, req)
@@ -65,24 +76,14 @@ func call[Resp any](ctx context.Context, c *Client, path string, req any) (*Resp
 	if err != nil {
 		return nil, fmt.Errorf("encode %s request: %w", path, err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://ipamd"+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hresp, err := c.http.Do(hreq)
+	status, data, err := c.post(ctx, path, body)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
-	defer hresp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(hresp.Body, 4<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%w: read %s answer: %w", ErrUnreachable, path, err)
-	}
-	if hresp.StatusCode != http.StatusOK {
+	if status != 200 {
 		e := &Error{}
 		if jerr := json.Unmarshal(data, e); jerr != nil || e.Message == "" {
-			return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("ipamd answered %s with HTTP %d", path, hresp.StatusCode), Details: string(data)}
+			return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("ipamd answered %s with HTTP %d", path, status), Details: string(data)}
 		}
 		return nil, e
 	}
@@ -91,4 +92,101 @@ func call[Resp any](ctx context.Context, c *Client, path string, req any) (*Resp
 		return nil, &Error{Code: CodeDecodingFailure, Message: "undecodable answer from ipamd", Details: err.Error()}
 	}
 	return out, nil
+}
+
+// post sends one request on a new connection and reads the whole answer, all within
+// the client's timeout and ctx.
+func (c *Client) post(ctx context.Context, path string, body []byte) (status int, data []byte, err error) {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	conn, err := c.dial(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer conn.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	// A cancelled ctx (not only an expired one) ends the call too.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	defer func() {
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			err = fmt.Errorf("%s: %w", path, ctx.Err())
+		case errors.Is(err, os.ErrDeadlineExceeded): // the connection's deadline is ctx's
+			err = fmt.Errorf("%s: %w", path, context.DeadlineExceeded)
+		}
+	}()
+
+	var req bytes.Buffer
+	fmt.Fprintf(&req, "POST %s HTTP/1.0\r\nHost: ipamd\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, len(body))
+	req.Write(body)
+	if _, err := conn.Write(req.Bytes()); err != nil {
+		return 0, nil, fmt.Errorf("send %s request: %w", path, err)
+	}
+	return readAnswer(bufio.NewReader(io.LimitReader(conn, maxAnswer+1)), path)
+}
+
+// readAnswer reads an HTTP/1.x answer: status line, headers, and the body, as long as
+// Content-Length says or up to the end of the stream.
+func readAnswer(r *bufio.Reader, path string) (int, []byte, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return 0, nil, fmt.Errorf("read %s answer: %w", path, noEOF(err))
+	}
+	proto, rest, _ := strings.Cut(strings.TrimRight(line, "\r\n"), " ")
+	code, _, _ := strings.Cut(rest, " ")
+	status, err := strconv.Atoi(code)
+	if !strings.HasPrefix(proto, "HTTP/1.") || err != nil || status < 100 || status > 999 {
+		return 0, nil, fmt.Errorf("read %s answer: not an HTTP answer: %.100q", path, line)
+	}
+	length := -1
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return 0, nil, fmt.Errorf("read %s answer's headers: %w", path, noEOF(err))
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" {
+			break
+		}
+		name, value, _ := strings.Cut(line, ":")
+		switch value = strings.TrimSpace(value); {
+		case strings.EqualFold(name, "Content-Length"):
+			if length, err = strconv.Atoi(value); err != nil || length < 0 {
+				return 0, nil, fmt.Errorf("read %s answer: Content-Length %.40q", path, value)
+			}
+		case strings.EqualFold(name, "Transfer-Encoding") && !strings.EqualFold(value, "identity"):
+			return 0, nil, fmt.Errorf("read %s answer: Transfer-Encoding %.40q, which an HTTP/1.0 request does not take", path, value)
+		}
+	}
+	var data []byte
+	if length >= 0 {
+		if length > maxAnswer {
+			return 0, nil, fmt.Errorf("read %s answer: %d bytes, more than %d", path, length, maxAnswer)
+		}
+		data = make([]byte, length)
+		if _, err := io.ReadFull(r, data); err != nil {
+			return 0, nil, fmt.Errorf("read %s answer: %w", path, noEOF(err))
+		}
+	} else if data, err = io.ReadAll(r); err != nil {
+		return 0, nil, fmt.Errorf("read %s answer: %w", path, err)
+	}
+	if len(data) > maxAnswer {
+		return 0, nil, fmt.Errorf("read %s answer: more than %d bytes", path, maxAnswer)
+	}
+	return status, data, nil
+}
+
+// noEOF says that the answer was cut short rather than that it ended.
+func noEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
