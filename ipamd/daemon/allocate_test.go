@@ -386,3 +386,37 @@ func TestStatusNotReadyWhenPoolsAreFull(t *testing.T) {
 	})
 	checkInvariants(t, false)
 }
+
+// A runtime that gives up on an ADD (the plugin's request_timeout on a busy node) DELs
+// the sandbox and retries with a new one, as the kubelet does. The given-up ADD still
+// finishes, so the DEL finds and releases what it took: the pod ends with the one
+// address of its retry, not a second one nobody releases.
+func TestGivenUpAddIsFinishedAndReleasedByDel(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "gaveup")
+	createPool(t, "gaveup", "10.59.0.0/16", []string{"10.59.0.1-10.59.0.10"})
+	d, _ := startDaemon(t, "gaveup-node")
+	pod := createPod(t, "gaveup", "p", "gaveup-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["gaveup"]}]`))
+
+	gone, cancel := context.WithCancel(ctx)
+	cancel() // the caller has gone before ipamd starts on its ADD
+	first, err := d.Service.Allocate(gone, addReq(pod, "eth0", "c1"))
+	if err != nil {
+		t.Fatalf("ADD whose caller gave up: %v, want it finished", err)
+	}
+	del, err := d.Service.Release(ctx, delReq(pod, "eth0", "c1"))
+	if err != nil || len(del.Released) != 1 || !strings.HasPrefix(addresses(first)[0], del.Released[0]+"/") {
+		t.Fatalf("DEL of the given-up sandbox released %+v (%v), want %v", del, err, addresses(first))
+	}
+	if recs := records(t, "gaveup"); len(recs) != 0 {
+		t.Errorf("after the DEL the pool holds %v, want nothing", recs)
+	}
+	retry, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "c2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs := records(t, "gaveup"); len(recs) != 1 {
+		t.Errorf("after the retry the pool holds %v, want the retry's %v alone", recs, addresses(retry))
+	}
+	checkInvariants(t, false)
+}

@@ -24,6 +24,9 @@ import (
 	"github.com/nicpool/nicpool/ipamd/selection"
 )
 
+// AddTimeout bounds one ADD's work, which goes on after its caller has given up.
+const AddTimeout = 2 * time.Minute
+
 // maxDecisions bounds how often one request re-decides after its endpoint changed
 // under it (another writer, a deleted and recreated endpoint).
 const maxDecisions = 8
@@ -46,6 +49,14 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 	if req.Pod.Namespace == "" || req.Pod.Name == "" {
 		return nil, cniError(api.CodeInvalidConfig, "K8S_POD_NAMESPACE and K8S_POD_NAME are required in CNI_ARGS", nil)
 	}
+	// The caller may give up (the plugin's request_timeout on a busy node) while the
+	// ledger commits what this ADD takes. Left there, the commit lands unseen: the
+	// runtime's DEL of the failed sandbox finds no record of its container, and the
+	// retry's ADD may take a second address. So the ADD runs to its end, recorded or
+	// undone, whatever the caller does; a DEL of the same pod waits for it (the pod's
+	// lock) and then releases what it recorded.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AddTimeout)
+	defer cancel()
 	pod, err := s.pod(ctx, req.Pod)
 	if err != nil {
 		return nil, cniError(api.CodeTryAgainLater, "read pod "+req.Pod.Namespace+"/"+req.Pod.Name, err)
