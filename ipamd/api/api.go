@@ -1,6 +1,6 @@
 // Package api is the contract between the CNI plugin and ipamd: JSON request and
 // response types exchanged over HTTP on ipamd's unix socket, and a small client. It
-// imports nothing heavier than net/http so the plugin binary stays small.
+// imports nothing heavier than net, so the plugin binary stays small and starts fast.
 //
 // Every endpoint takes a POST with a JSON body and answers 200 with the response type,
 // or a non-200 status with an Error body that carries a CNI error code.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -114,5 +115,19 @@ func TestClientUnreachable(t *testing.T) {
 	}, time.Second)
 	if _, err := cut.Status(ctx, &api.StatusRequest{}); !errors.Is(err, api.ErrUnreachable) {
 		t.Errorf("answer cut short: %v", err)
+	}
+}
+
+// The CNI plugin, which imports this package, starts once per CNI call: it must not
+// link net/http (and TLS with it) again, the bulk of its start-up once.
+func TestPluginLinksNoNetHTTP(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/nicpool/nicpool/cmd/nicpool").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "net/http" || pkg == "crypto/tls" {
+			t.Errorf("cmd/nicpool links %s", pkg)
+		}
 	}
 }
