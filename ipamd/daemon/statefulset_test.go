@@ -20,7 +20,7 @@ import (
 const stsNetworks = "macvlan, ipvlan"
 
 // addAll runs ADD for each interface and returns interface → addresses.
-func addAll(t *testing.T, svc *service.Service, pod *corev1.Pod, ifaces ...string) map[string]string {
+func addAll(t testing.TB, svc *service.Service, pod *corev1.Pod, ifaces ...string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, i := range ifaces {
