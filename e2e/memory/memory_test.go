@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -196,12 +197,16 @@ func jsonPointerEscape(s string) string {
 // The cluster: 10 pools of exactly 1000 addresses, all allocated; 10,000 pods with
 // one interface each, each holding one address, with their 10,000 SpiderEndpoints;
 // the pods spread over 10 nodes, 1000 per node, every pool spanning every node.
-// ipamd runs as one of those nodes, so it caches every pool, every endpoint (its
-// cache of endpoints is cluster-wide) and its node's 1000 pods. The webhook caches
-// every pool, endpoint, namespace and pod of the cluster. 1000 pods per node is far
-// above the kubelet's default of 110, so the ipamd figure is an upper bound for a
-// real node; the webhook's pod cache grows with the cluster's pod count, whatever
-// the split.
+// ipamd runs as one of those nodes, so it caches every pool, and its node's 1000
+// pods, their endpoints and its node's IPBlocks. The webhook caches every pool,
+// endpoint, namespace and pod of the cluster. 1000 pods per node is far above the
+// kubelet's default of 110, so the ipamd figure is an upper bound for a real node;
+// the webhook's pod cache grows with the cluster's pod count, whatever the split.
+//
+// Then the cluster grows to 20,000 pods (10 more such pools, on 10 more nodes) and
+// both are measured again: the difference is each binary's cost per additional
+// 10,000 pods in a cluster that grows by nodes. NICPOOL_MEMORY_PODS adds a last size
+// (e.g. 100000; writing 100,000 pods takes a while).
 //
 // Each binary is started with the Go runtime settings (GOMEMLIMIT) its container has
 // in manifests/base, waited for until ready with its caches synced (ipamd:
@@ -211,39 +216,108 @@ func jsonPointerEscape(s string) string {
 // the peak (the initial lists decoded at once), which is what a container memory
 // limit must leave room for. The Go heap in use comes from each binary's /metrics.
 func BenchmarkResidentMemory(b *testing.B) {
-	f := benchCluster(b)
 	bins := buildBinaries(b)
-	for b.Loop() {
-		measure(b, bins, f)
+	sizes, err := memorySizes()
+	if err != nil {
+		b.Fatal(err)
 	}
+	rss := map[int]map[string]float64{}
+	for _, pods := range sizes {
+		b.Run(fmt.Sprintf("pods=%d", pods), func(b *testing.B) {
+			f := clusterOf(b, pods)
+			for b.Loop() {
+				rss[pods] = measure(b, bins, f)
+			}
+		})
+	}
+	// The cost of each next 10,000 pods, between the first two sizes measured.
+	if len(sizes) > 1 && rss[sizes[0]] != nil && rss[sizes[1]] != nil {
+		steps := float64(sizes[1]-sizes[0]) / clusterStep
+		for _, name := range []string{"ipamd", "webhook"} {
+			per := (rss[sizes[1]][name] - rss[sizes[0]][name]) / steps
+			b.Logf("%s: VmRSS %.1f MiB at %d pods, %.1f MiB at %d: %+.1f MiB per additional 10,000 pods (on other nodes than ipamd's, in 10 more pools)",
+				name, rss[sizes[0]][name], sizes[0], rss[sizes[1]][name], sizes[1], per)
+			b.ReportMetric(per, name+"-MiB/10k-pods")
+		}
+	}
+}
+
+// clusterStep is what each fixture of the memory benchmark adds: 10 pools of 1000
+// allocated addresses, 10,000 pods on 10 nodes of its own.
+const clusterStep = 10000
+
+// memorySizes are the cluster sizes BenchmarkResidentMemory measures: 10,000 and
+// 20,000 pods, and NICPOOL_MEMORY_PODS when set (a multiple of 10,000, up to 150,000),
+// e.g. 100000.
+func memorySizes() ([]int, error) {
+	sizes := []int{clusterStep, 2 * clusterStep}
+	text, ok := os.LookupEnv("NICPOOL_MEMORY_PODS")
+	if !ok {
+		return sizes, nil
+	}
+	n, err := strconv.Atoi(text)
+	if err != nil || n < clusterStep || n%clusterStep != 0 || n > 15*clusterStep {
+		return nil, fmt.Errorf("NICPOOL_MEMORY_PODS=%q: give a multiple of 10000 from 10000 to 150000", text)
+	}
+	if n > sizes[1] {
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
 }
 
 // benchFixture is the design's cluster: 10 pools of 1000 allocated addresses.
 var benchFixture = fixture{Name: "bench", Pools: 10, PerPool: 1000, Nodes: 10, Octet: 100}
 
+// more is the k-th fixture after benchFixture (k from 1): the same shape, on nodes,
+// pools and subnets of its own.
+func more(k int) fixture {
+	f := benchFixture
+	f.Name, f.Octet = fmt.Sprintf("bench%d", k+1), benchFixture.Octet+k*benchFixture.Pools
+	return f
+}
+
 var (
-	benchOnce    sync.Once
-	benchWritten bool
+	benchMu      sync.Mutex
+	benchWritten int // fixtures written so far
+	benchFailed  bool
 )
 
 // benchCluster writes benchFixture once per test binary; the benchmarks share it.
 func benchCluster(b *testing.B) fixture {
 	b.Helper()
-	f := benchFixture
-	benchOnce.Do(func() {
-		began := time.Now()
-		populate(b, writer(b), f)
-		benchWritten = true
-		b.Logf("cluster: %d pools of %d allocated addresses, %d pods on %d nodes, %d endpoints, written in %s",
-			f.Pools, f.PerPool, f.pods(), f.Nodes, f.pods(), time.Since(began).Round(time.Second))
-	})
-	if !benchWritten {
-		b.Fatal("the benchmark cluster could not be written (see the first benchmark's failure)")
-	}
-	return f
+	return clusterOf(b, clusterStep)
 }
 
-func measure(b *testing.B, bins binaries.Set, f fixture) {
+// clusterOf grows the cluster to pods (a multiple of clusterStep) with benchFixture
+// and the next fixtures, each written once per test binary, and returns
+// benchFixture, whose first node ipamd runs as.
+func clusterOf(b *testing.B, pods int) fixture {
+	b.Helper()
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	if benchFailed {
+		b.Fatal("the benchmark cluster could not be written (see the first failure)")
+	}
+	for benchWritten*clusterStep < pods {
+		f := benchFixture
+		if benchWritten > 0 {
+			f = more(benchWritten)
+		}
+		began := time.Now()
+		benchFailed = true // until populate returns
+		populate(b, writer(b), f)
+		benchFailed = false
+		benchWritten++
+		b.Logf("cluster: + %d pools of %d allocated addresses, %d pods on %d nodes, %d endpoints, written in %s; %d pods in all",
+			f.Pools, f.PerPool, f.pods(), f.Nodes, f.pods(), time.Since(began).Round(time.Second), benchWritten*clusterStep)
+	}
+	return benchFixture
+}
+
+// measure starts both binaries against the cluster, waits until they are ready and
+// settled, and returns each one's VmRSS in MiB by name ("ipamd", "webhook").
+func measure(b *testing.B, bins binaries.Set, f fixture) map[string]float64 {
+	out := map[string]float64{}
 	began := time.Now()
 	d := startIpamd(b, bins.Ipamd, env.Kubeconfig, f.node(0))
 	w := startWebhook(b, bins.Webhook, env.Kubeconfig)
@@ -279,7 +353,9 @@ func measure(b *testing.B, bins binaries.Set, f fixture) {
 			s.p.Name, binaries.DescribeEnv(s.p.Env), mib(m.RSS), note, mib(m.Anon), mib(m.File), mib(m.HWM), heapText, goalMiB)
 		b.ReportMetric(mib(m.RSS), s.name+"-rss-MiB")
 		b.ReportMetric(mib(m.HWM), s.name+"-hwm-MiB")
+		out[s.name] = mib(m.RSS)
 	}
 	d.Stop(30 * time.Second)
 	w.Stop(30 * time.Second)
+	return out
 }
