@@ -485,3 +485,19 @@ func (n *Node) Exec(ctx context.Context, argv ...string) (string, error) {
 
 // Tool is the path of one of BinDir's tools (ctr, crictl), valid on the node too.
 func (n *Node) Tool(name string) string { return filepath.Join(n.cfg.BinDir, name) }
+
+// SetLinks sets the node's network links (its uplinks: eth0, eth1) up or down. Down,
+// the node and its pods are off the fabric, as a node that lost its network; its
+// daemons still reach the API server through their relay unless stopped.
+func (n *Node) SetLinks(up bool, links ...string) error {
+	state := "down"
+	if up {
+		state = "up"
+	}
+	for _, l := range links {
+		if err := run("ip", "-n", n.cfg.Net.Namespace, "link", "set", l, state); err != nil {
+			return err
+		}
+	}
+	return nil
+}

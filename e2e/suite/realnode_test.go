@@ -125,8 +125,8 @@ var _ = describeFor(local.NodeKubelet, "a real node's ipamd container", func() {
 	})
 })
 
-var _ = describeFor(local.NodeKubelet, "a real node whose kubelet stops", func() {
-	It("gets its StatefulSet pod force-deleted and rescheduled on another node with the same addresses; its kubelet back, the old sandbox's DEL releases nothing of the new pod", func(ctx SpecContext) {
+var _ = describeFor(local.NodeKubelet, "a real node that is lost", func() {
+	It("gets its StatefulSet pod force-deleted and rescheduled on another node with the same addresses; the node back, the old sandbox's DEL releases nothing of the new pod", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "lostnode")
 		Expect(stack.Client.Create(ctx, newStatefulSet(ns, "db", 1, twoNICAnnotations(unnamedTwoNICs)))).To(Succeed())
 		old := runningPod(ctx, ns, "db-0", "")
@@ -139,7 +139,12 @@ var _ = describeFor(local.NodeKubelet, "a real node whose kubelet stops", func()
 		}
 		Expect(lost).NotTo(BeNil())
 
-		By("stopping the kubelet of " + lost.Name() + " and waiting for the node to turn NotReady")
+		By("losing " + lost.Name() + ": off the network, its kubelet stopped, until the node turns NotReady")
+		// Off the network too: a lost node's pods are not on the wire, whereas a node
+		// whose kubelet alone stopped still runs db-0 with its addresses (IPv6 duplicate
+		// address detection then refuses them to the replacement, DADFAILED).
+		Expect(lost.SetLinks(false, local.Uplinks...)).To(Succeed())
+		DeferCleanup(func() { _ = lost.SetLinks(true, local.Uplinks...) })
 		Expect(realNode{lost}.Partition(ctx)).To(Succeed())
 		DeferCleanup(func() { _ = lost.StartDaemon("kubelet") })
 
@@ -149,7 +154,8 @@ var _ = describeFor(local.NodeKubelet, "a real node whose kubelet stops", func()
 		Expect(again.Spec.NodeName).NotTo(Equal(lost.Name()))
 		Expect(nicAddresses(again)).To(Equal(before))
 
-		By("starting the kubelet again: it tears down the old sandbox")
+		By("the node back on the network, its kubelet started: it tears down the old sandbox")
+		Expect(lost.SetLinks(true, local.Uplinks...)).To(Succeed())
 		Expect(realNode{lost}.Heal(ctx)).To(Succeed())
 		Eventually(func() bool {
 			_, ok := lost.Sandbox(ns, "db-0")
