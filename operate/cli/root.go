@@ -66,8 +66,9 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Use:   "kubectl-nicpool",
 		Short: "Inspect and repair nicpool's address allocations, and migrate from spiderpool",
 		Long: `kubectl nicpool shows who holds an address, what each interface of a pod was
-given and how full each pool is; checks nicpool's invariants; and migrates a
-cluster's allocations from spiderpool.
+given and how full each pool is; checks nicpool's invariants and prints the command
+that repairs each violation; releases an address whose holder is gone; and migrates
+a cluster's allocations from spiderpool.
 
 Exit status: 0 when all is well, 1 when the command found something wrong in the
 cluster, 2 when it could not run.`,
@@ -82,7 +83,7 @@ cluster, 2 when it could not run.`,
 	if f := root.PersistentFlags().Lookup("cache-dir"); f != nil {
 		f.DefValue = "$HOME/.kube/cache"
 	}
-	root.AddCommand(newWhoCommand(o), newPodCommand(o), newPoolsCommand(o), newCheckCommand(o), newMigrateCommand(o))
+	root.AddCommand(newWhoCommand(o), newPodCommand(o), newPoolsCommand(o), newCheckCommand(o), newReleaseCommand(o), newMigrateCommand(o))
 	return root
 }
 

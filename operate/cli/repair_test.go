@@ -1,0 +1,125 @@
+package cli_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/operate/cli"
+	"github.com/nicpool/nicpool/operate/inspect"
+)
+
+// release --force frees an address only when no pod can still use it.
+func TestReleaseRefusesALiveHolder(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "release")
+	createPool(t, "release-v4", "10.37.0.0/16", []string{"10.37.0.10-10.37.0.40"})
+	live := runPod(t, ns, "live", nic{name: "eth0", v4: "release-v4"})
+	liveAddr := endpointAddr(t, live, "eth0", 4)
+
+	_, errOut, code := kubectl(t, "release", liveAddr)
+	g.Expect(code).To(Equal(cli.ExitError))
+	g.Expect(errOut).To(ContainSubstring("give --force"))
+
+	out, errOut, code := kubectl(t, "release", liveAddr, "--force")
+	t.Logf("kubectl nicpool release %s --force\n%s%s", liveAddr, out, errOut)
+	g.Expect(code).To(Equal(cli.ExitFinding))
+	g.Expect(errOut).To(ContainSubstring(fmt.Sprintf("refused to release %s, nothing was written: pool release-v4: pod %s/live (UID %s) is live (Running) on node %s", liveAddr, ns, live.UID, node)))
+	var hs []inspect.Holding
+	g.Expect(kubectlJSON(t, &hs, "who", liveAddr)).To(Equal(0), "the live pod keeps its address")
+	g.Expect(hs).To(HaveLen(1))
+	g.Expect(hs[0].PodUID).To(Equal(string(live.UID)))
+
+	// Terminating within its grace period (no kubelet confirms the deletion): refused.
+	slow := runPod(t, ns, "slow", nic{name: "eth0", v4: "release-v4"})
+	slowAddr := endpointAddr(t, slow, "eth0", 4)
+	g.Expect(env.Client.Delete(ctx, slow, client.GracePeriodSeconds(3600))).To(Succeed())
+	_, errOut, code = kubectl(t, "release", slowAddr, "--force")
+	g.Expect(code).To(Equal(cli.ExitFinding))
+	g.Expect(errOut).To(ContainSubstring("is terminating and its containers may still run (grace period ends "))
+	g.Expect(kubectlJSON(t, &hs, "who", slowAddr)).To(Equal(0))
+
+	// Terminating past its grace period: released once the period is over.
+	late := runPod(t, ns, "late", nic{name: "eth0", v4: "release-v4"})
+	lateAddr := endpointAddr(t, late, "eth0", 4)
+	g.Expect(env.Client.Delete(ctx, late, client.GracePeriodSeconds(1))).To(Succeed())
+	g.Eventually(func() int {
+		_, _, code := kubectl(t, "release", lateAddr, "--force")
+		return code
+	}).WithTimeout(time.Minute).Should(Equal(0))
+
+	// Gone: released, through the ledger, and the pool's count follows.
+	gone := runPod(t, ns, "gone", nic{name: "eth0", v4: "release-v4"})
+	goneAddr := endpointAddr(t, gone, "eth0", 4)
+	g.Expect(env.Client.Delete(ctx, gone, client.GracePeriodSeconds(0))).To(Succeed())
+	g.Eventually(func() string {
+		hs = nil
+		kubectlJSON(t, &hs, "who", goneAddr)
+		return hs[0].Holder.State
+	}).Should(Equal(inspect.StateGone))
+	out, errOut, code = kubectl(t, "release", goneAddr, "--force")
+	t.Logf("kubectl nicpool release %s --force\n%s%s", goneAddr, out, errOut)
+	g.Expect(code).To(Equal(0), "stderr %s", errOut)
+	g.Expect(out).To(Equal(fmt.Sprintf("released %s of pool release-v4, held by pod %s/gone (UID %s) interface eth0 (gone (no pod %s/gone))\n", goneAddr, ns, gone.UID, ns)))
+	_, errOut, code = kubectl(t, "who", goneAddr)
+	g.Expect(code).To(Equal(cli.ExitFinding))
+	g.Expect(errOut).To(ContainSubstring(goneAddr + ": not allocated"))
+	pool := &v2beta1.SpiderIPPool{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: "release-v4"}, pool)).To(Succeed())
+	g.Expect(pool.Status.AllocatedIPCount).NotTo(BeNil())
+	g.Expect(*pool.Status.AllocatedIPCount).To(Equal(int64(2)), "live and slow hold the pool's addresses now")
+
+	_, errOut, code = kubectl(t, "release", goneAddr, "--force")
+	g.Expect(code).To(Equal(cli.ExitFinding), "nothing left to release")
+	g.Expect(errOut).To(ContainSubstring("not allocated"))
+}
+
+// check reports a record written by hand into an IPBlock, with the command that
+// repairs it; running that command repairs it.
+func TestCheckCatchesAHandCorruptedPool(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "check")
+	createPool(t, "check-v4", "10.38.0.0/16", []string{"10.38.0.10-10.38.0.14"})
+	pod := runPod(t, ns, "real", nic{name: "eth0", v4: "check-v4"})
+	addr := netip.MustParseAddr(endpointAddr(t, pod, "eth0", 4))
+
+	// Hand-edit the pod's block: a record of a pod that never existed.
+	var blocks ipamv1alpha1.IPBlockList
+	g.Expect(env.Client.List(ctx, &blocks, client.MatchingFields{ipamv1alpha1.FieldPool: "check-v4"})).To(Succeed())
+	g.Expect(blocks.Items).To(HaveLen(1))
+	blk := &blocks.Items[0]
+	ghost := netip.MustParseAddr("10.38.0.14")
+	if ghost == addr {
+		ghost = netip.MustParseAddr("10.38.0.13")
+	}
+	blk.Status.Allocations[ghost.String()] = v2beta1.PoolIPAllocation{Pod: ns + "/ghost", PodUID: "ghost-uid", Interface: "eth0"}
+	g.Expect(env.Client.Update(ctx, blk)).To(Succeed())
+
+	out, errOut, code := kubectl(t, "check")
+	t.Logf("kubectl nicpool check\n%s%s", out, errOut)
+	g.Expect(code).To(Equal(cli.ExitFinding))
+	g.Expect(out).To(ContainSubstring(fmt.Sprintf("I4: check-v4/%s is held by pod %s/ghost UID ghost-uid, which is gone\n    repair: kubectl nicpool release %s --force\n", ghost, ns, ghost)))
+	g.Expect(out).To(ContainSubstring(fmt.Sprintf("IPBlock %s: status.allocated is 1 but 2 addresses are recorded", blk.Name)))
+	g.Expect(errOut).To(MatchRegexp(`error: \d+ violations`))
+
+	out, errOut, code = kubectl(t, "release", ghost.String(), "--force")
+	g.Expect(code).To(Equal(0), "the repair command runs: %s%s", out, errOut)
+
+	out, _, _ = kubectl(t, "check")
+	g.Expect(out).NotTo(ContainSubstring(ghost.String()), "repaired")
+	g.Expect(out).NotTo(ContainSubstring(blk.Name), "the block's counts are right again")
+	var hs []inspect.Holding
+	g.Expect(kubectlJSON(t, &hs, "who", addr.String())).To(Equal(0), "the real pod keeps its address")
+	g.Expect(hs[0].PodUID).To(Equal(string(pod.UID)))
+	g.Expect(strings.Count(out, "check-v4")).To(Equal(0))
+}
