@@ -8,7 +8,12 @@
 //	<!-- run: local-cluster -->
 //
 // The markers are Runs; TestEveryCommandIsRun (docs_test.go) refuses a block without
-// one, and each Run's test executes or checks its blocks.
+// one, and each Run's test executes or checks its blocks. A block of commands that
+// need a situation first (a full pool, a pod that cannot start) names it:
+//
+//	<!-- run: situation exhausted-pool -->
+//
+// and the end-to-end spec of that name creates the situation, then runs the blocks.
 package docs
 
 import (
@@ -17,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -34,22 +40,29 @@ const (
 	// Kustomize blocks apply kustomizations of manifests/; the manifests tests render
 	// each one and create its objects on a real API server.
 	Kustomize Run = "kustomize"
-	// Helm blocks install the chart; the chart's tests do the same with the Helm SDK.
+	// Helm blocks install, upgrade and uninstall the chart; the chart's tests
+	// (e2e/helm) run them with the Helm SDK on a real API server.
 	Helm Run = "helm"
 	// SpiderpoolMigration blocks are the `kubectl nicpool` commands of the migration
 	// from spiderpool; operate/migrate/integration runs each of them on a real API
 	// server holding spiderpool's records, and runs no migration command they lack.
 	SpiderpoolMigration Run = "spiderpool-migration"
+	// Situation blocks run, in order, against the local cluster like LocalCluster
+	// blocks, after the spec named by the marker (e2e/suite, the troubleshooting
+	// specs) created the situation they inspect; the page shows what they print.
+	Situation Run = "situation"
 )
 
 // Runs are the markers a block may carry.
-var Runs = []Run{Make, LocalCluster, Kustomize, Helm, SpiderpoolMigration}
+var Runs = []Run{Make, LocalCluster, Kustomize, Helm, SpiderpoolMigration, Situation}
 
 // Command is one command of a block and the output the page shows for it (console
 // blocks only).
 type Command struct {
 	Line   string
 	Output []string
+	// Where is the page and line of the block.
+	Where string
 }
 
 // Block is one fenced block of shell commands.
@@ -59,8 +72,10 @@ type Block struct {
 	Line int
 	Lang string
 	// Run is the marker before the block; empty when there is none.
-	Run      Run
-	Commands []Command
+	Run Run
+	// Situation is the name a situation marker gives; empty for the others.
+	Situation string
+	Commands  []Command
 }
 
 func (b Block) String() string { return fmt.Sprintf("%s:%d", b.File, b.Line) }
@@ -68,7 +83,7 @@ func (b Block) String() string { return fmt.Sprintf("%s:%d", b.File, b.Line) }
 // shellLangs are the fence languages whose blocks hold commands.
 var shellLangs = map[string]bool{"sh": true, "shell": true, "bash": true, "console": true}
 
-var runMarker = regexp.MustCompile(`^<!--\s*run:\s*([a-z-]+)\s*-->$`)
+var runMarker = regexp.MustCompile(`^<!--\s*run:\s*([a-z-]+)(?:\s+([a-z0-9-]+))?\s*-->$`)
 
 // Blocks reads the shell blocks of a Markdown file. In a console block a command starts
 // with "$ " and the lines up to the next command are its output; in the other shells
@@ -84,6 +99,7 @@ func Blocks(path string) ([]Block, error) {
 		blocks  []Block
 		cur     *Block
 		marker  Run
+		name    string
 		pending string
 		n       int
 	)
@@ -94,12 +110,12 @@ func Blocks(path string) ([]Block, error) {
 		trimmed := strings.TrimSpace(line)
 		if cur == nil {
 			if m := runMarker.FindStringSubmatch(trimmed); m != nil {
-				marker = Run(m[1])
+				marker, name = Run(m[1]), m[2]
 				continue
 			}
 			if lang, ok := strings.CutPrefix(trimmed, "```"); ok {
 				if shellLangs[lang] {
-					cur = &Block{File: path, Line: n, Lang: lang, Run: marker}
+					cur = &Block{File: path, Line: n, Lang: lang, Run: marker, Situation: name}
 				} else {
 					// Skip a block of another language whole.
 					for sc.Scan() {
@@ -109,15 +125,18 @@ func Blocks(path string) ([]Block, error) {
 						}
 					}
 				}
-				marker = ""
+				marker, name = "", ""
 				continue
 			}
 			if trimmed != "" {
-				marker = ""
+				marker, name = "", ""
 			}
 			continue
 		}
 		if trimmed == "```" {
+			for i := range cur.Commands {
+				cur.Commands[i].Where = cur.String()
+			}
 			blocks = append(blocks, *cur)
 			cur = nil
 			continue
@@ -180,6 +199,29 @@ func Pages(root string) ([]string, error) {
 
 // Commands are the commands of every block marked run in the pages of root, in order.
 func Commands(root string, run Run) ([]Command, error) {
+	return commands(root, func(b Block) bool { return b.Run == run })
+}
+
+// SituationCommands are the commands of every block marked with the situation name,
+// in order.
+func SituationCommands(root, name string) ([]Command, error) {
+	return commands(root, func(b Block) bool { return b.Run == Situation && b.Situation == name })
+}
+
+// Situations are the names of the situations the pages of root name, in order of
+// appearance.
+func Situations(root string) ([]string, error) {
+	var names []string
+	_, err := commands(root, func(b Block) bool {
+		if b.Run == Situation && !slices.Contains(names, b.Situation) {
+			names = append(names, b.Situation)
+		}
+		return false
+	})
+	return names, err
+}
+
+func commands(root string, keep func(Block) bool) ([]Command, error) {
 	pages, err := Pages(root)
 	if err != nil {
 		return nil, err
@@ -191,7 +233,7 @@ func Commands(root string, run Run) ([]Command, error) {
 			return nil, err
 		}
 		for _, b := range blocks {
-			if b.Run == run {
+			if keep(b) {
 				cmds = append(cmds, b.Commands...)
 			}
 		}

@@ -89,6 +89,9 @@ func TestEveryCommandIsRun(t *testing.T) {
 			if len(b.Commands) == 0 {
 				t.Errorf("%s: the block has no command", where)
 			}
+			if (b.Run == docs.Situation) != (b.Situation != "") {
+				t.Errorf("%s: a situation marker names its situation (<!-- run: situation NAME -->), and only it", where)
+			}
 			counts[b.Run] += len(b.Commands)
 			for _, c := range b.Commands {
 				f := strings.Fields(c.Line)
@@ -120,10 +123,17 @@ func TestEveryCommandIsRun(t *testing.T) {
 					if f[0] != "kubectl" && f[0] != "export" {
 						t.Errorf("%s: %q: the local cluster's blocks run kubectl (and export)", where, c.Line)
 					}
+				case docs.Situation:
+					if f[0] != "kubectl" {
+						t.Errorf("%s: %q: a situation's blocks run kubectl on the local cluster", where, c.Line)
+					}
 				case docs.Helm:
 					// e2e/helm runs these with the Helm SDK on a real API server.
+					if len(f) == 3 && f[0] == "helm" && f[1] == "uninstall" && f[2] == "nicpool" {
+						continue
+					}
 					if len(f) < 4 || f[0] != "helm" || (f[1] != "install" && f[1] != "upgrade") || f[2] != "nicpool" || filepath.Clean(f[3]) != manifests.ChartDir {
-						t.Errorf("%s: %q: a helm block holds `helm install|upgrade nicpool %s [--set key=value]...`, which e2e/helm runs", where, c.Line, manifests.ChartDir)
+						t.Errorf("%s: %q: a helm block holds `helm install|upgrade nicpool %s [--set key=value]...` or `helm uninstall nicpool`, which e2e/helm runs", where, c.Line, manifests.ChartDir)
 						continue
 					}
 					for i := 4; i < len(f); i += 2 {
@@ -594,5 +604,137 @@ func eventReasons(t *testing.T) []string {
 	if len(out) == 0 {
 		t.Fatal("no Event reason found in ipamd/service")
 	}
+	return out
+}
+
+// notRun is how a page says plainly that a command it shows is not run by a test.
+var notRun = regexp.MustCompile(`nicpool's tests do not run`)
+
+// Commands written inline are run too. An inline kubectl or helm command is a block's
+// command (written in the same order; NAME, ADDRESS, <node> and the like stand for a
+// word the block fills in, and ... for the rest), or its paragraph says that nicpool's
+// tests do not run it; an inline make command names targets of the Makefile, and an
+// inline go test packages of the repository.
+func TestInlineCommandsAreRun(t *testing.T) {
+	var run [][]string
+	for _, p := range userPages(t) {
+		blocks, err := docs.Blocks(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range blocks {
+			for _, c := range b.Commands {
+				run = append(run, strings.Fields(c.Line))
+			}
+		}
+	}
+	targets := makeTargets(t)
+	user := map[string]bool{}
+	for _, p := range userPages(t) {
+		user[p] = true
+	}
+	n := 0
+	for _, p := range allPages(t) {
+		for _, para := range paragraphs(t, p) {
+			for _, m := range inlineCode.FindAllStringSubmatch(para, -1) {
+				f := strings.Fields(m[1])
+				if len(f) < 2 {
+					continue
+				}
+				switch {
+				case f[0] == "make":
+					n++
+					for _, a := range f[1:] {
+						if !strings.Contains(a, "=") && !targets[a] {
+							t.Errorf("%s: `%s`: the Makefile has no target %q", rel(p), m[1], a)
+						}
+					}
+				case f[0] == "go" && f[1] == "test":
+					n++
+					for _, a := range f[2:] {
+						if strings.HasPrefix(a, "./") {
+							if _, err := os.Stat(page(strings.TrimSuffix(a, "/..."))); err != nil {
+								t.Errorf("%s: `%s`: %v", rel(p), m[1], err)
+							}
+						}
+					}
+				case (f[0] == "kubectl" || f[0] == "helm") && user[p]:
+					n++
+					if notRun.MatchString(para) {
+						continue
+					}
+					if !slices.ContainsFunc(run, func(b []string) bool { return covers(b, f) }) {
+						t.Errorf("%s: `%s` is run by no test: show it in a block with a <!-- run: NAME --> marker (inline, write it as that block does), or say beside it that nicpool's tests do not run it, and why", rel(p), m[1])
+					}
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no inline command found")
+	}
+}
+
+var inlineCode = regexp.MustCompile("`([^`]+)`")
+
+// placeholder stands for a word a command fills in: NAME, NAMESPACE, <node>.
+var placeholder = regexp.MustCompile(`^(?:[A-Z][A-Z_]*|<[^>]+>)$`)
+
+// covers says whether the words of an inline command are those of a block's command,
+// in order, with placeholders and a final ... standing for words of the block.
+func covers(block, inline []string) bool {
+	j := 0
+	for _, w := range inline {
+		if w == "..." {
+			return true
+		}
+		for j < len(block) && !(block[j] == w || placeholder.MatchString(w) && !strings.HasPrefix(block[j], "-")) {
+			j++
+		}
+		if j == len(block) {
+			return false
+		}
+		j++
+	}
+	return true
+}
+
+// paragraphs are the paragraphs and list items of a page, outside fenced blocks, each
+// on one line.
+func paragraphs(t *testing.T, p string) []string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		out   []string
+		cur   []string
+		fence bool
+	)
+	flush := func() {
+		if len(cur) > 0 {
+			out = append(out, strings.Join(cur, " "))
+			cur = nil
+		}
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "```") {
+			fence = !fence
+			flush()
+			continue
+		}
+		if fence {
+			continue
+		}
+		if trimmed == "" || strings.HasPrefix(trimmed, "- ") || strings.HasPrefix(trimmed, "|") || strings.HasPrefix(trimmed, "#") {
+			flush()
+		}
+		if trimmed != "" {
+			cur = append(cur, trimmed)
+		}
+	}
+	flush()
 	return out
 }

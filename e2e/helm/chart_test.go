@@ -301,7 +301,8 @@ func TestChartRefusesAnUnknownCertificateMode(t *testing.T) {
 }
 
 // helm install, upgrade and uninstall on a real API server, as docs/install.md tells
-// a user (its helm blocks, in order): the objects come and go with the release, each
+// a user (its helm blocks, in order; an upgrade with --reuse-values before the
+// uninstall): the objects come and go with the release, each
 // upgrade installs what its values select, and the pools (CRDs kept) stay.
 func TestInstallUpgradeUninstall(t *testing.T) {
 	certManager, err := externalcrds.CertManager()
@@ -328,8 +329,14 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cmds) < 2 {
-		t.Fatalf("docs have %d helm commands, want an install and an upgrade", len(cmds))
+	// The page installs and upgrades, then, in its removal section, uninstalls.
+	var uninstalls []docs.Command
+	for len(cmds) > 0 && strings.HasPrefix(cmds[len(cmds)-1].Line, "helm uninstall ") {
+		uninstalls = append([]docs.Command{cmds[len(cmds)-1]}, uninstalls...)
+		cmds = cmds[:len(cmds)-1]
+	}
+	if len(cmds) < 2 || len(uninstalls) != 1 {
+		t.Fatalf("docs have helm commands %v then %v, want an install, an upgrade, then an uninstall", cmds, uninstalls)
 	}
 	cfg := configuration(t, env.Kubeconfig)
 	ch := loadChart(t)
@@ -390,9 +397,12 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		t.Errorf("upgraded replicas %d, want 3", *dep.Spec.Replicas)
 	}
 
+	if f := strings.Fields(uninstalls[0].Line); len(f) != 3 || f[2] != "nicpool" {
+		t.Fatalf("%q: want helm uninstall nicpool", uninstalls[0].Line)
+	}
 	un := action.NewUninstall(cfg)
 	if _, err := un.Run("nicpool"); err != nil {
-		t.Fatalf("helm uninstall nicpool: %v", err)
+		t.Fatalf("%s: %v", uninstalls[0].Line, err)
 	}
 	if err := env.Client.Get(ctx, webhook, dep); !apierrors.IsNotFound(err) {
 		t.Errorf("after uninstall the webhook Deployment: %v, want NotFound", err)

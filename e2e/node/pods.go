@@ -77,6 +77,9 @@ func (n *Node) sync(ctx context.Context, key string) error {
 	if err != nil {
 		// libcni's error already names the plugin and the verb, as the kubelet's does.
 		n.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+		if serr := n.reportCreating(ctx, pod); serr != nil {
+			return fmt.Errorf("%w; and reporting the pod's containers waiting: %v", err, serr)
+		}
 		return err
 	}
 	if err := n.reportRunning(ctx, pod, ips); err != nil {
@@ -206,6 +209,26 @@ func (n *Node) reportRunning(ctx context.Context, pod *corev1.Pod, ips []netip.A
 				Name: c.Name, Image: c.Image, ImageID: c.Image, Ready: true, Started: new(true),
 				ContainerID: "nicpool-e2e://" + string(p.UID) + "-" + c.Name,
 				State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+			})
+		}
+	})
+}
+
+// reportCreating shows the containers of a pod whose sandbox is not set up yet
+// waiting, as the kubelet does while it retries the sandbox (kubectl shows the pod
+// as ContainerCreating).
+func (n *Node) reportCreating(ctx context.Context, pod *corev1.Pod) error {
+	if len(pod.Status.ContainerStatuses) > 0 {
+		return nil
+	}
+	return n.updateStatus(ctx, pod, func(p *corev1.Pod) {
+		if len(p.Status.ContainerStatuses) > 0 || p.Status.Phase != corev1.PodPending {
+			return
+		}
+		for _, c := range p.Spec.Containers {
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
+				Name: c.Name, Image: c.Image, Started: new(false),
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
 			})
 		}
 	})

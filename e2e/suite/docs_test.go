@@ -29,14 +29,7 @@ import (
 var _ = Describe("the README walkthrough", Ordered, func() {
 	It("runs every local-cluster command of the documentation", NodeTimeout(20*time.Minute), func(ctx SpecContext) {
 		root := testenv.RepoRoot()
-		kubectl := filepath.Join(root, "bin", "kubectl")
-		if _, err := os.Stat(kubectl); os.IsNotExist(err) {
-			// `make tools` builds it; a checkout whose tools predate that builds it now.
-			By("building bin/kubectl (hack/tools/build.sh kubectl)")
-			build := exec.CommandContext(ctx, filepath.Join(root, "hack", "tools", "build.sh"), "kubectl")
-			out, err := build.CombinedOutput()
-			Expect(err).NotTo(HaveOccurred(), "%s", out)
-		}
+		ensureKubectl(ctx)
 		cmds, err := docs.Commands(root, docs.LocalCluster)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cmds).NotTo(BeEmpty())
@@ -55,39 +48,71 @@ var _ = Describe("the README walkthrough", Ordered, func() {
 		})
 		runningPods(ctx, "default", map[string]string{"app": "web"}, 3)
 
-		env := append(os.Environ(), "KUBECONFIG="+stack.AdminKubeconfig, "PATH="+filepath.Join(root, "bin")+":"+os.Getenv("PATH"))
-		for _, c := range cmds {
-			if strings.HasPrefix(c.Line, "export ") {
-				// The page points KUBECONFIG at the cluster; env already does.
-				continue
-			}
-			By(c.Line)
-			cmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", c.Line)
-			cmd.Env = env
-			out, err := cmd.CombinedOutput()
-			Expect(err).NotTo(HaveOccurred(), "%s\n%s", c.Line, out)
-			got := normalise(strings.Split(strings.TrimRight(string(out), "\n"), "\n"))
-			for _, want := range normalise(c.Output) {
-				Expect(got).To(ContainElement(want), "%s printed:\n%s", c.Line, out)
-			}
-		}
+		runPageCommands(ctx, cmds)
 	})
 })
+
+// ensureKubectl builds bin/kubectl when it is missing: `make tools` builds it, but a
+// checkout whose tools predate that has none.
+func ensureKubectl(ctx context.Context) {
+	GinkgoHelper()
+	root := testenv.RepoRoot()
+	if _, err := os.Stat(filepath.Join(root, "bin", "kubectl")); os.IsNotExist(err) {
+		By("building bin/kubectl (hack/tools/build.sh kubectl)")
+		build := exec.CommandContext(ctx, filepath.Join(root, "hack", "tools", "build.sh"), "kubectl")
+		out, err := build.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+	}
+}
+
+// runPageCommands runs the commands of a page's blocks as a user would, on the local
+// cluster with bin/ on PATH, and checks that each succeeds and prints every line the
+// page shows for it (after normalise; a "..." line of the page stands for lines left
+// out).
+func runPageCommands(ctx context.Context, cmds []docs.Command, path ...string) {
+	GinkgoHelper()
+	root := testenv.RepoRoot()
+	path = append(path, filepath.Join(root, "bin"), os.Getenv("PATH"))
+	env := append(os.Environ(), "KUBECONFIG="+stack.AdminKubeconfig, "PATH="+strings.Join(path, ":"))
+	for _, c := range cmds {
+		if strings.HasPrefix(c.Line, "export ") {
+			// The page points KUBECONFIG at the cluster; env already does.
+			continue
+		}
+		By(c.Line)
+		cmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", c.Line)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		GinkgoWriter.Printf("$ %s\n%s", c.Line, out)
+		Expect(err).NotTo(HaveOccurred(), "%s (%s)\n%s", c.Line, c.Where, out)
+		got := normalise(strings.Split(strings.TrimRight(string(out), "\n"), "\n"))
+		for _, want := range normalise(c.Output) {
+			if want == "..." {
+				continue
+			}
+			Expect(got).To(ContainElement(want), "%s (%s) printed:\n%s", c.Line, c.Where, out)
+		}
+	}
+}
 
 var (
 	uuid    = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	address = regexp.MustCompile(`\b[0-9a-f]*[:.][0-9a-f:.]+(/[0-9]+)?\b`)
+	// How often and over how long an Event was seen: (x4 over 2m3s).
+	repeated = regexp.MustCompile(`\(x[0-9]+ over [^)]*\)`)
 	// A count, or an age as kubectl prints it: 19s, 3m5s, 2d3h.
 	number    = regexp.MustCompile(`\b(?:[0-9]+[smhdy])+\b|\b[0-9]+\b`)
 	blankRuns = regexp.MustCompile(`\s+`)
 )
 
-// normalise keeps what a run of the walkthrough shares with the page: names, columns,
-// interfaces and pools, not UIDs, addresses, counts or ages.
+// normalise keeps what a run of a page's commands shares with the page: names,
+// columns, interfaces, pools and messages, not UIDs, addresses, counts, ages or how
+// often an Event repeated.
 func normalise(lines []string) []string {
 	var out []string
 	for _, l := range lines {
 		l = uuid.ReplaceAllString(l, "UID")
+		l = repeated.ReplaceAllString(l, "")
 		l = address.ReplaceAllString(l, "ADDR")
 		l = number.ReplaceAllString(l, "N")
 		l = strings.TrimSpace(blankRuns.ReplaceAllString(l, " "))
