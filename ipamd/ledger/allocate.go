@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
+	"github.com/nicpool/nicpool/crds/eligibility"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/block"
 )
@@ -101,11 +102,8 @@ func (l *Ledger) Allocate(ctx context.Context, pool string, owner allocator.Owne
 
 // refusal is why a pool hands out nothing new, or nil.
 func refusal(v *poolView) error {
-	switch {
-	case v.pool.DeletionTimestamp != nil:
-		return fmt.Errorf("allocate from pool %s: %w", v.pool.Name, ErrPoolTerminating)
-	case v.pool.Spec.Disable != nil && *v.pool.Spec.Disable:
-		return fmt.Errorf("allocate from pool %s: %w", v.pool.Name, ErrPoolDisabled)
+	if err := eligibility.Closed(v.pool); err != nil {
+		return fmt.Errorf("allocate from pool %s: %w", v.pool.Name, err)
 	}
 	return nil
 }

@@ -17,16 +17,18 @@ import (
 
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/eligibility"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/block"
 )
 
 // Errors of requests that a pool refuses.
 var (
-	// ErrPoolTerminating refuses allocations from a pool that is being deleted.
-	ErrPoolTerminating = errors.New("pool is being deleted")
+	// ErrPoolTerminating refuses allocations from a pool that is being deleted
+	// (eligibility.Closed).
+	ErrPoolTerminating = eligibility.ErrTerminating
 	// ErrPoolDisabled refuses allocations from a pool with spec.disable: true.
-	ErrPoolDisabled = errors.New("pool is disabled")
+	ErrPoolDisabled = eligibility.ErrDisabled
 	// ErrNoNode is returned by Allocate of a ledger that allocates for no node.
 	ErrNoNode = errors.New("this ledger allocates for no node")
 )
@@ -219,12 +221,8 @@ func (l *Ledger) poolRange(ctx context.Context, pool string, blk netip.Prefix) (
 		return emptyRange(pool, blk), fmt.Errorf("allocate from pool %s: %w", pool, err), nil
 	case err != nil:
 		return nil, nil, err
-	case v.pool.DeletionTimestamp != nil:
-		return v.rng, fmt.Errorf("allocate from pool %s: %w", pool, ErrPoolTerminating), nil
-	case v.pool.Spec.Disable != nil && *v.pool.Spec.Disable:
-		return v.rng, fmt.Errorf("allocate from pool %s: %w", pool, ErrPoolDisabled), nil
 	}
-	return v.rng, nil, nil
+	return v.rng, refusal(v), nil
 }
 
 func contains[T comparable](list []T, x T) bool {

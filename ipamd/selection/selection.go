@@ -1,19 +1,16 @@
 // Package selection decides which SpiderIPPools one interface of a pod draws from: the
 // pod's ipam.spidernet.io/ippools entry for that interface as admission resolved it,
 // else the namespace's default pools, the CNI network's default pools, and the
-// cluster's default pools; and whether a pool may serve the pod at all (disabled, terminating,
-// node, namespace, pod affinity, multusName). Pure logic over objects the caller read.
+// cluster's default pools. Whether a pool may serve the pod is crds/eligibility's.
+// Pure logic over objects the caller read.
 package selection
 
 import (
 	"fmt"
 	"path"
 	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
@@ -138,94 +135,4 @@ func sorted(pools []v2beta1.SpiderIPPool) []v2beta1.SpiderIPPool {
 	out := append([]v2beta1.SpiderIPPool(nil), pools...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
-}
-
-// Target is what a pool's eligibility depends on.
-type Target struct {
-	Pod       *corev1.Pod
-	Namespace *corev1.Namespace // nil when unknown: namespaceAffinity then excludes
-	Node      *corev1.Node      // nil when unknown: nodeAffinity then excludes
-	NodeName  string
-	// Networks are the names the interface's network goes by: its
-	// NetworkAttachmentDefinition "namespace/name" and its CNI network name.
-	Networks []string
-}
-
-// Eligible returns nil when the pool may serve the target, else why not, phrased for
-// an operator.
-func Eligible(p *v2beta1.SpiderIPPool, t Target) error {
-	switch {
-	case p.DeletionTimestamp != nil:
-		return fmt.Errorf("pool %s is being deleted", p.Name)
-	case p.Spec.Disable != nil && *p.Spec.Disable:
-		return fmt.Errorf("pool %s is disabled (spec.disable)", p.Name)
-	case len(p.Spec.NodeName) > 0 && !has(p.Spec.NodeName, t.NodeName):
-		return fmt.Errorf("pool %s spec.nodeName does not include node %s", p.Name, t.NodeName)
-	case len(p.Spec.NamespaceName) > 0 && !has(p.Spec.NamespaceName, t.Pod.Namespace):
-		return fmt.Errorf("pool %s spec.namespaceName does not include namespace %s", p.Name, t.Pod.Namespace)
-	}
-	if p.Spec.NodeAffinity != nil && !matches(p.Spec.NodeAffinity, nodeLabels(t.Node)) {
-		return fmt.Errorf("pool %s spec.nodeAffinity does not select node %s", p.Name, t.NodeName)
-	}
-	if p.Spec.NamespaceAffinity != nil && !matches(p.Spec.NamespaceAffinity, nsLabels(t.Namespace)) {
-		return fmt.Errorf("pool %s spec.namespaceAffinity does not select namespace %s", p.Name, t.Pod.Namespace)
-	}
-	if p.Spec.PodAffinity != nil && !matches(p.Spec.PodAffinity, t.Pod.Labels) {
-		return fmt.Errorf("pool %s spec.podAffinity does not select pod %s/%s", p.Name, t.Pod.Namespace, t.Pod.Name)
-	}
-	if len(p.Spec.MultusName) > 0 && !multusMatch(p.Spec.MultusName, t.Networks) {
-		return fmt.Errorf("pool %s spec.multusName %v does not include this interface's network %v", p.Name, p.Spec.MultusName, t.Networks)
-	}
-	return nil
-}
-
-func has(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func matches(sel *metav1.LabelSelector, l map[string]string) bool {
-	s, err := metav1.LabelSelectorAsSelector(sel)
-	if err != nil {
-		return false // the webhook rejects malformed selectors; one that slips through selects nothing
-	}
-	return s.Matches(labels.Set(l))
-}
-
-func nodeLabels(n *corev1.Node) map[string]string {
-	if n == nil {
-		return nil
-	}
-	return n.Labels
-}
-
-func nsLabels(n *corev1.Namespace) map[string]string {
-	if n == nil {
-		return nil
-	}
-	return n.Labels
-}
-
-// multusMatch accepts "namespace/name" entries exactly and bare "name" entries against
-// the name part of each network.
-func multusMatch(entries, networks []string) bool {
-	for _, e := range entries {
-		for _, n := range networks {
-			if n == "" {
-				continue
-			}
-			bare := n
-			if _, after, ok := strings.Cut(n, "/"); ok {
-				bare = after
-			}
-			if e == n || (!strings.Contains(e, "/") && (e == bare || e == n)) {
-				return true
-			}
-		}
-	}
-	return false
 }

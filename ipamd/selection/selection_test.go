@@ -3,7 +3,6 @@ package selection
 import (
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,47 +84,6 @@ func TestChoose(t *testing.T) {
 			if strings.Join(got.IPv4, ",") != strings.Join(tt.want.IPv4, ",") || strings.Join(got.IPv6, ",") != strings.Join(tt.want.IPv6, ",") ||
 				got.CleanGateway != tt.want.CleanGateway || got.Source != tt.want.Source || got.Interface != tt.want.Interface {
 				t.Errorf("got %+v, want %+v", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestEligible(t *testing.T) {
-	yes := true
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Labels: map[string]string{"app": "db"}}}
-	target := Target{Pod: pod, NodeName: "n1", Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": "a"}}},
-		Namespace: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{"team": "x"}}},
-		Networks:  []string{"kube-system/macvlan", "macvlan-conf"}}
-	sel := func(k, v string) *metav1.LabelSelector {
-		return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
-	}
-	tests := []struct {
-		name string
-		mod  func(*v2beta1.SpiderIPPool)
-		ok   bool
-		msg  string
-	}{
-		{name: "plain pool", mod: func(*v2beta1.SpiderIPPool) {}, ok: true},
-		{name: "disabled", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.Disable = &yes }, msg: "spec.disable"},
-		{name: "terminating", mod: func(p *v2beta1.SpiderIPPool) { now := metav1.NewTime(time.Now()); p.DeletionTimestamp = &now }, msg: "being deleted"},
-		{name: "nodeName includes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NodeName = []string{"n0", "n1"} }, ok: true},
-		{name: "nodeName excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NodeName = []string{"n0"} }, msg: "spec.nodeName"},
-		{name: "nodeAffinity excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NodeAffinity = sel("zone", "b") }, msg: "spec.nodeAffinity"},
-		{name: "nodeAffinity selects", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NodeAffinity = sel("zone", "a") }, ok: true},
-		{name: "namespaceName excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NamespaceName = []string{"other"} }, msg: "spec.namespaceName"},
-		{name: "namespaceAffinity excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NamespaceAffinity = sel("team", "y") }, msg: "spec.namespaceAffinity"},
-		{name: "podAffinity excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.PodAffinity = sel("app", "web") }, msg: "spec.podAffinity"},
-		{name: "podAffinity selects", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.PodAffinity = sel("app", "db") }, ok: true},
-		{name: "multusName with namespace", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"kube-system/macvlan"} }, ok: true},
-		{name: "multusName bare", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"macvlan-conf"} }, ok: true},
-		{name: "multusName excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"kube-system/ipvlan"} }, msg: "spec.multusName"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := mkPool("pool", "10.1.0.0/16", tt.mod)
-			err := Eligible(&p, target)
-			if tt.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.msg)) {
-				t.Errorf("Eligible = %v, want ok=%v msg %q", err, tt.ok, tt.msg)
 			}
 		})
 	}

@@ -10,16 +10,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/eligibility"
 	"github.com/nicpool/nicpool/crds/ipranges"
 	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
-	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/ipamd/metrics"
 	"github.com/nicpool/nicpool/ipamd/selection"
 )
@@ -151,7 +152,15 @@ func (s *Service) take(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespac
 	if err != nil {
 		return nil, nil, cniError(api.CodeTryAgainLater, "read what the interface holds", err)
 	}
-	target := selection.Target{Pod: pod, Namespace: ns, Node: s.node(ctx), NodeName: s.Node, Networks: networksOf(pod, owner.Interface, network)}
+	target := eligibility.Subject{
+		Namespace:       pod.Namespace,
+		NamespaceLabels: func() (labels.Set, bool, error) { return namespaceLabels(ns) },
+		Pod:             true,
+		PodLabels:       pod.Labels,
+		Node:            s.Node,
+		NodeLabels:      nodeLabels(s.node(ctx)),
+		Networks:        networksOf(pod, owner.Interface, network),
+	}
 	for _, fam := range choice.Families() {
 		if h, ok := pick(current, fam); ok {
 			got = append(got, h)
@@ -178,7 +187,7 @@ func pick(hs []held, fam int64) (held, bool) {
 }
 
 // allocate tries the pools in the user's order and returns the first address given.
-func (s *Service) allocate(ctx context.Context, owner allocator.Owner, fam int64, names []string, target selection.Target) (held, *api.Error) {
+func (s *Service) allocate(ctx context.Context, owner allocator.Owner, fam int64, names []string, target eligibility.Subject) (held, *api.Error) {
 	var skipped, exhausted []string
 	for _, name := range names {
 		p, err := s.pool(ctx, name)
@@ -193,8 +202,8 @@ func (s *Service) allocate(ctx context.Context, owner allocator.Owner, fam int64
 			skipped = append(skipped, fmt.Sprintf("pool %s is IPv%d, listed for IPv%d", name, f, fam))
 			continue
 		}
-		if err := selection.Eligible(p, target); err != nil {
-			skipped = append(skipped, err.Error())
+		if why, err := eligibility.NewPool(p).Excludes(target); why != "" || err != nil {
+			skipped = append(skipped, fmt.Sprintf("pool %s %s", name, why))
 			continue
 		}
 		if _, err := networkOf(p); err != nil {
@@ -206,7 +215,7 @@ func (s *Service) allocate(ctx context.Context, owner allocator.Owner, fam int64
 		case errors.Is(err, allocator.ErrExhausted):
 			exhausted = append(exhausted, err.Error())
 			continue
-		case errors.Is(err, ledger.ErrPoolTerminating) || errors.Is(err, ledger.ErrPoolDisabled) || apierrors.IsNotFound(err):
+		case errors.Is(err, eligibility.ErrTerminating) || errors.Is(err, eligibility.ErrDisabled) || apierrors.IsNotFound(err):
 			skipped = append(skipped, err.Error())
 			continue
 		case err != nil:
@@ -231,6 +240,22 @@ func (s *Service) undo(ctx context.Context, owner allocator.Owner, fresh []held)
 		}
 		cancel()
 	}
+}
+
+// namespaceLabels are a namespace's labels; a namespace ipamd does not know admits
+// no pool that restricts namespaces by label.
+func namespaceLabels(ns *corev1.Namespace) (labels.Set, bool, error) {
+	if ns == nil {
+		return nil, false, nil
+	}
+	return ns.Labels, true, nil
+}
+
+func nodeLabels(n *corev1.Node) labels.Set {
+	if n == nil {
+		return nil
+	}
+	return n.Labels
 }
 
 func networksOf(pod *corev1.Pod, iface string, network api.NetworkConfig) []string {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/eligibility"
 	"github.com/nicpool/nicpool/crds/ipranges"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
@@ -275,16 +276,14 @@ func (s *Service) Status(ctx context.Context, req *api.StatusRequest) (*api.Stat
 	}
 	reserved, _ := ledger.ReservedSet(ctx, s.Cache)
 	resp := &api.StatusResponse{}
-	target := selection.Target{Pod: &corev1.Pod{}, Node: s.node(ctx), NodeName: s.Node, Networks: []string{req.Network.Name}}
+	// Only what depends on the node and network: no pod is known here.
+	target := eligibility.Subject{Node: s.Node, NodeLabels: nodeLabels(s.node(ctx)), Networks: []string{req.Network.Name}}
 	for _, n := range names {
 		p := byName[n]
 		if p == nil {
 			continue
 		}
-		// Only what depends on the node and network: no pod is known here.
-		nodeOnly := p.DeepCopy()
-		nodeOnly.Spec.PodAffinity, nodeOnly.Spec.NamespaceAffinity, nodeOnly.Spec.NamespaceName = nil, nil, nil
-		if err := selection.Eligible(nodeOnly, target); err != nil {
+		if why, _ := eligibility.NewPool(p).Excludes(target); why != "" {
 			continue
 		}
 		r, err := allocator.NewRange(p, reserved)

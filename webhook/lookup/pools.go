@@ -7,69 +7,18 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
-	"github.com/nicpool/nicpool/crds/ipranges"
+	"github.com/nicpool/nicpool/crds/eligibility"
 )
 
-// Pool is what admission needs to know of a SpiderIPPool. It is never modified after
-// NewPool returns, so readers may keep it.
-type Pool struct {
-	Name string
-	// Family is 4 or 6: spec.ipVersion, else the family of spec.subnet; 0 when neither
-	// says.
-	Family      int64
-	Subnet      string
-	Disabled    bool
-	Terminating bool
-	// NamespaceNames is spec.namespaceName; empty admits every namespace.
-	NamespaceNames []string
-	// NamespaceSelector is spec.namespaceAffinity compiled; nil admits every namespace.
-	NamespaceSelector labels.Selector
-	// PodSelector is spec.podAffinity compiled; nil admits every pod.
-	PodSelector labels.Selector
-	// SelectorError is set when an affinity does not compile: the pool admits no pod.
-	SelectorError string
-
-	generation int64
-}
+// Pool is what admission needs to know of a SpiderIPPool: its eligibility view.
+type Pool = eligibility.Pool
 
 // NewPool extracts the admission view of a pool.
-func NewPool(p *v2beta1.SpiderIPPool) *Pool {
-	out := &Pool{
-		Name:           p.Name,
-		Subnet:         p.Spec.Subnet,
-		Disabled:       p.Spec.Disable != nil && *p.Spec.Disable,
-		Terminating:    p.DeletionTimestamp != nil,
-		NamespaceNames: p.Spec.NamespaceName,
-		Family:         ipranges.PoolFamily(&p.Spec),
-		generation:     p.Generation,
-	}
-	var err error
-	if out.NamespaceSelector, err = selector(p.Spec.NamespaceAffinity); err != nil {
-		out.SelectorError = "spec.namespaceAffinity: " + err.Error()
-	}
-	if out.PodSelector, err = selector(p.Spec.PodAffinity); err != nil {
-		out.SelectorError = "spec.podAffinity: " + err.Error()
-	}
-	return out
-}
-
-func selector(s *metav1.LabelSelector) (labels.Selector, error) {
-	if s == nil {
-		return nil, nil
-	}
-	return metav1.LabelSelectorAsSelector(s)
-}
-
-// AdmitsNamespace reports whether spec.namespaceName admits the namespace.
-func (p *Pool) AdmitsNamespace(ns string) bool {
-	return len(p.NamespaceNames) == 0 || slices.Contains(p.NamespaceNames, ns)
-}
+func NewPool(p *v2beta1.SpiderIPPool) *Pool { return eligibility.NewPool(p) }
 
 // Pools is the admission view of every SpiderIPPool, by name.
 type Pools struct {
@@ -98,7 +47,7 @@ func (v *Pools) Set(p *v2beta1.SpiderIPPool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	old, ok := v.m[p.Name]
-	if ok && old.generation == p.Generation && old.generation != 0 && old.Terminating == (p.DeletionTimestamp != nil) {
+	if ok && old.Generation == p.Generation && old.Generation != 0 && old.Terminating == (p.DeletionTimestamp != nil) {
 		return
 	}
 	v.m[p.Name] = NewPool(p)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/eligibility"
 	"github.com/nicpool/nicpool/webhook/lookup"
 )
 
@@ -163,29 +164,13 @@ func (a *Admission) expand(ctx context.Context, pattern string, fam family, p *f
 }
 
 // excludes returns why the pool may not serve the pod, as a sentence that ends with
-// the fix, or "" when it may.
+// the fix, or "" when it may. At admission the pod has neither node nor network yet:
+// only the namespace and the pod are judged.
 func (a *Admission) excludes(ctx context.Context, pool *lookup.Pool, rd *reads, podLabels labels.Set) (string, error) {
-	switch {
-	case pool.Terminating:
-		return "is being deleted: choose another pool", nil
-	case pool.Disabled:
-		return "is disabled (spec.disable: true): enable it or choose another pool", nil
-	case pool.SelectorError != "":
-		return "has an invalid " + pool.SelectorError + ": fix the pool or choose another", nil
-	case !pool.AdmitsNamespace(rd.namespace):
-		return fmt.Sprintf("is restricted by spec.namespaceName to [%s]: add namespace %q there or choose another pool", strings.Join(pool.NamespaceNames, ", "), rd.namespace), nil
-	}
-	if pool.NamespaceSelector != nil {
-		set, found, err := rd.namespaceLabels(ctx)
-		if err != nil {
-			return "", fmt.Errorf("read namespace %s: %w", rd.namespace, err)
-		}
-		if !found || !pool.NamespaceSelector.Matches(set) {
-			return fmt.Sprintf("spec.namespaceAffinity (%s) does not match the labels of namespace %q: label the namespace or choose another pool", pool.NamespaceSelector, rd.namespace), nil
-		}
-	}
-	if pool.PodSelector != nil && !pool.PodSelector.Matches(podLabels) {
-		return fmt.Sprintf("spec.podAffinity (%s) does not match the pod's labels: label the pod or choose another pool", pool.PodSelector), nil
-	}
-	return "", nil
+	return pool.Excludes(eligibility.Subject{
+		Namespace:       rd.namespace,
+		NamespaceLabels: func() (labels.Set, bool, error) { return rd.namespaceLabels(ctx) },
+		Pod:             true,
+		PodLabels:       podLabels,
+	})
 }

@@ -1,0 +1,98 @@
+package eligibility
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+)
+
+func TestExcludes(t *testing.T) {
+	yes := true
+	subject := Subject{
+		Namespace:       "ns",
+		NamespaceLabels: func() (labels.Set, bool, error) { return labels.Set{"team": "x"}, true, nil },
+		Pod:             true, PodLabels: labels.Set{"app": "db"},
+		Node: "n1", NodeLabels: labels.Set{"zone": "a"},
+		Networks: []string{"kube-system/macvlan", "macvlan-conf"},
+	}
+	sel := func(k, v string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
+	}
+	tests := []struct {
+		name string
+		mod  func(*v2beta1.SpiderIPPool)
+		ok   bool
+		msg  string
+	}{
+		{name: "plain pool", mod: func(*v2beta1.SpiderIPPool) {}, ok: true},
+		{name: "disabled", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.Disable = &yes }, msg: "spec.disable"},
+		{name: "terminating", mod: func(p *v2beta1.SpiderIPPool) { now := metav1.NewTime(time.Now()); p.DeletionTimestamp = &now }, msg: "being deleted"},
+		{name: "nodeName includes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NodeName = []string{"n0", "n1"} }, ok: true},
+		{name: "nodeName excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NodeName = []string{"n0"} }, msg: "spec.nodeName"},
+		{name: "nodeAffinity excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NodeAffinity = sel("zone", "b") }, msg: "spec.nodeAffinity"},
+		{name: "nodeAffinity selects", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NodeAffinity = sel("zone", "a") }, ok: true},
+		{name: "namespaceName excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NamespaceName = []string{"other"} }, msg: "spec.namespaceName"},
+		{name: "namespaceAffinity excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NamespaceAffinity = sel("team", "y") }, msg: "spec.namespaceAffinity"},
+		{name: "podAffinity excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.PodAffinity = sel("app", "web") }, msg: "spec.podAffinity"},
+		{name: "podAffinity selects", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.PodAffinity = sel("app", "db") }, ok: true},
+		{name: "multusName with namespace", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"kube-system/macvlan"} }, ok: true},
+		{name: "multusName bare", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"macvlan-conf"} }, ok: true},
+		{name: "multusName excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"kube-system/ipvlan"} }, msg: "spec.multusName"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &v2beta1.SpiderIPPool{}
+			p.Name, p.Spec.Subnet = "pool", "10.1.0.0/16"
+			tt.mod(p)
+			why, err := NewPool(p).Excludes(subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.ok != (why == "") || (why != "" && !strings.Contains(why, tt.msg)) {
+				t.Errorf("Excludes = %q, want ok=%v msg %q", why, tt.ok, tt.msg)
+			}
+		})
+	}
+}
+
+// What is not known is not judged: at admission there is no node nor network, and a
+// node asking whether it can serve at all names no pod.
+func TestUnjudgedParts(t *testing.T) {
+	p := &v2beta1.SpiderIPPool{}
+	p.Name, p.Spec.Subnet = "pool", "10.1.0.0/16"
+	p.Spec.NodeName, p.Spec.MultusName = []string{"n0"}, []string{"other"}
+	p.Spec.NamespaceName = []string{"other"}
+	p.Spec.PodAffinity = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	if why, _ := NewPool(p).Excludes(Subject{}); why != "" {
+		t.Errorf("an empty subject is excluded: %s", why)
+	}
+	if why, _ := NewPool(p).Excludes(Subject{Node: "n1"}); !strings.Contains(why, "spec.nodeName") {
+		t.Errorf("a node-only subject: %q, want spec.nodeName", why)
+	}
+	if why, _ := NewPool(p).Excludes(Subject{Namespace: "ns", Pod: true}); !strings.Contains(why, "spec.namespaceName") {
+		t.Errorf("an admission subject: %q, want spec.namespaceName", why)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	yes := true
+	p := &v2beta1.SpiderIPPool{}
+	if err := Closed(p); err != nil {
+		t.Errorf("open pool: %v", err)
+	}
+	p.Spec.Disable = &yes
+	if err := Closed(p); !errors.Is(err, ErrDisabled) {
+		t.Errorf("disabled pool: %v", err)
+	}
+	now := metav1.NewTime(time.Now())
+	p.DeletionTimestamp = &now
+	if err := Closed(p); !errors.Is(err, ErrTerminating) {
+		t.Errorf("terminating pool: %v", err)
+	}
+}
