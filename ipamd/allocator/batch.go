@@ -96,7 +96,7 @@ func Apply(r *Range, status *v2beta1.IPPoolStatus, ops []Op) ([]Result, bool) {
 				res.Err = fmt.Errorf("allocate in pool %s: owner %+v must name a pod, its UID and an interface", r.Pool, op.Owner)
 				continue
 			}
-			if a, ok := held(recs, op.Owner); ok {
+			if a, ok := HeldIn(recs, op.Owner); ok {
 				res.Addr, res.Existing = a, true
 				continue
 			}
@@ -155,17 +155,17 @@ func Apply(r *Range, status *v2beta1.IPPoolStatus, ops []Op) ([]Result, bool) {
 
 // Held returns the address Owner holds in a pool's status, if any.
 func Held(status *v2beta1.IPPoolStatus, o Owner) (netip.Addr, bool) {
-	return held(status.AllocatedIPs, o)
+	return HeldIn(status.AllocatedIPs, o)
 }
 
-func held(recs v2beta1.PoolIPAllocations, o Owner) (netip.Addr, bool) {
+// HeldIn returns the address o holds among records (a pool's or a block's), the
+// lowest when an older allocator left several, so that every retry sees the same one.
+func HeldIn(recs v2beta1.PoolIPAllocations, o Owner) (netip.Addr, bool) {
 	var best netip.Addr
 	for key, rec := range recs {
 		if !o.Holds(rec) {
 			continue
 		}
-		// Several records for one owner can only come from an older allocator; answer
-		// with the lowest so that every retry sees the same address.
 		if a, err := netip.ParseAddr(key); err == nil && (!best.IsValid() || a.Less(best)) {
 			best = a
 		}

@@ -39,7 +39,7 @@ func Apply(r *allocator.Range, blk netip.Prefix, st *v1alpha1.IPBlockStatus, ops
 				res.Err = fmt.Errorf("allocate in block %s: owner %+v must name a pod, its UID and an interface", blk, op.Owner)
 				continue
 			}
-			if a, ok := held(recs, op.Owner); ok {
+			if a, ok := allocator.HeldIn(recs, op.Owner); ok {
 				res.Addr, res.Existing = a, true
 				continue
 			}
@@ -123,24 +123,9 @@ func next(addrs []netip.Addr, recs v2beta1.PoolIPAllocations, last string) (neti
 	return netip.Addr{}, false
 }
 
-// held returns the address owner holds in a block, the lowest when an older
-// allocator left several, so every retry sees the same one.
-func held(recs v2beta1.PoolIPAllocations, o allocator.Owner) (netip.Addr, bool) {
-	var best netip.Addr
-	for key, rec := range recs {
-		if !o.Holds(rec) {
-			continue
-		}
-		if a, err := netip.ParseAddr(key); err == nil && (!best.IsValid() || a.Less(best)) {
-			best = a
-		}
-	}
-	return best, best.IsValid()
-}
-
 // Held returns the address owner holds in a block's records, if any.
 func Held(st *v1alpha1.IPBlockStatus, o allocator.Owner) (netip.Addr, bool) {
-	return held(st.Allocations, o)
+	return allocator.HeldIn(st.Allocations, o)
 }
 
 func contains(list []netip.Addr, a netip.Addr) bool {
