@@ -51,7 +51,7 @@ type Daemon struct {
 	events  events.EventBroadcaster
 }
 
-// New builds a daemon for cfg; Run starts it.
+// New builds a daemon for cfg; Start starts it.
 func New(cfg *rest.Config, opts Options) (*Daemon, error) {
 	if opts.NodeName == "" {
 		return nil, errors.New("node name is required: set --node-name or NODE_NAME (the downward API's spec.nodeName)")
