@@ -1,6 +1,7 @@
 package kubelet
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -89,4 +90,40 @@ func SweepCgroups() error {
 func alive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// ContainerCgroups are the cgroups of the node's containers, from the OCI specs
+// containerd keeps in its state directory. With per-QoS cgroups off the kubelet names
+// no cgroup parent, so containerd puts each container in /k8s.io/<id>, outside the
+// node's cgroup root: a node that is killed leaves them (empty) unless removed.
+func (n *Node) ContainerCgroups() []string {
+	specs, _ := filepath.Glob(filepath.Join(n.cfg.Root, "run/containerd/io.containerd.runtime.v2.task/*/*/config.json"))
+	var out []string
+	for _, f := range specs {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var spec struct {
+			Linux struct {
+				CgroupsPath string `json:"cgroupsPath"`
+			} `json:"linux"`
+		}
+		if json.Unmarshal(data, &spec) == nil && strings.HasPrefix(spec.Linux.CgroupsPath, "/") {
+			out = append(out, spec.Linux.CgroupsPath)
+		}
+	}
+	return out
+}
+
+// CgroupExists lists the hierarchies in which the cgroup path exists.
+func CgroupExists(path string) []string {
+	hierarchies, _ := os.ReadDir(cgroupMount)
+	var out []string
+	for _, h := range hierarchies {
+		if _, err := os.Lstat(filepath.Join(cgroupMount, h.Name(), path)); err == nil {
+			out = append(out, filepath.Join(h.Name(), path))
+		}
+	}
+	return out
 }

@@ -371,6 +371,8 @@ func (n *Node) CtrOutput(ctx context.Context, args ...string) (string, error) {
 // (containers) with it. The pods' cgroups are removed.
 func (n *Node) Stop() error {
 	var errs []error
+	// Known before the node goes: its containers' cgroups, left by the kill.
+	containers := n.ContainerCgroups()
 	if n.init != nil {
 		_ = n.in.Close()
 		select {
@@ -386,6 +388,9 @@ func (n *Node) Stop() error {
 		n.forwarder = nil
 	}
 	errs = append(errs, RemoveCgroups(n.cfg.CgroupRoot))
+	for _, c := range containers {
+		errs = append(errs, RemoveCgroups(c))
+	}
 	return errors.Join(errs...)
 }
 

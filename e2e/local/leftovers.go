@@ -24,7 +24,7 @@ type footprint struct {
 	// namespaces are the real nodes' own namespaces and the fabric's network
 	// namespace, as /proc/PID/ns links read.
 	namespaces map[string]bool
-	// cgroups are the real nodes' cgroup roots.
+	// cgroups are the real nodes' cgroup roots and their containers' cgroups.
 	cgroups []string
 }
 
@@ -56,8 +56,10 @@ func (s *Stack) remember() {
 		for _, ns := range n.Namespaces() {
 			s.footprint.namespaces[ns] = true
 		}
-		if !slices.Contains(s.footprint.cgroups, n.CgroupRoot()) {
-			s.footprint.cgroups = append(s.footprint.cgroups, n.CgroupRoot())
+		for _, c := range append(n.ContainerCgroups(), n.CgroupRoot()) {
+			if !slices.Contains(s.footprint.cgroups, c) {
+				s.footprint.cgroups = append(s.footprint.cgroups, c)
+			}
 		}
 	}
 }
@@ -81,9 +83,9 @@ func (s *Stack) Leftovers() []string {
 			out = append(out, fmt.Sprintf("process %d (%s): %s", pid, exe, why))
 		}
 	}
-	for _, root := range s.footprint.cgroups {
-		for _, c := range kubelet.Cgroups(strings.TrimPrefix(root, "/")) {
-			out = append(out, "cgroup "+c)
+	for _, c := range s.footprint.cgroups {
+		for _, in := range kubelet.CgroupExists(c) {
+			out = append(out, "cgroup "+in)
 		}
 	}
 	for _, m := range mountsBeneath(s.Dir) {
@@ -97,17 +99,17 @@ func (f footprint) holds(pid int) string {
 	if id, ok := f.processes[pid]; ok && processIdentity(pid) == id {
 		return "started by this stack"
 	}
-	for _, kind := range []string{"mnt", "pid", "net"} {
-		if link, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, kind)); err == nil && f.namespaces[link] {
-			return "in a namespace of the stack (" + link + ")"
-		}
-	}
 	if len(f.cgroups) > 0 {
 		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 		for _, root := range f.cgroups {
 			if strings.Contains(string(data), ":"+root+"/") || strings.Contains(string(data), ":"+root+"\n") {
 				return "in a cgroup of a node (" + root + ")"
 			}
+		}
+	}
+	for _, kind := range []string{"mnt", "pid", "net"} {
+		if link, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, kind)); err == nil && f.namespaces[link] {
+			return "in a namespace of the stack (" + link + ")"
 		}
 	}
 	return ""
