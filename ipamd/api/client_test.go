@@ -99,8 +99,9 @@ func TestClientUnreachable(t *testing.T) {
 		t.Errorf("no answer within the timeout: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	slowNoTimeout := serve(t, func(w http.ResponseWriter, r *http.Request) { <-release }, 0)
-	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	arrived := make(chan struct{}, 1)
+	slowNoTimeout := serve(t, func(w http.ResponseWriter, r *http.Request) { arrived <- struct{}{}; <-release }, 0)
+	go func() { <-arrived; cancel() }() // cancelled while ipamd holds the request
 	if _, err := slowNoTimeout.Status(cctx, &api.StatusRequest{}); !errors.Is(err, api.ErrUnreachable) || !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled call: %v", err)
 	}
