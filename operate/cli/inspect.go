@@ -25,9 +25,9 @@ func newWhoCommand(o *options) *cobra.Command {
 			if err := out.validate(); err != nil {
 				return err
 			}
-			addr, err := netip.ParseAddr(args[0])
+			addr, err := addressArg(args[0])
 			if err != nil {
-				return fmt.Errorf("ADDRESS %q: must be an IPv4 or IPv6 address such as 10.6.0.12: %w", args[0], err)
+				return err
 			}
 			c, err := o.client()
 			if err != nil {
@@ -251,4 +251,13 @@ func printPools(out *output, o *options, reps []inspect.PoolReport) error {
 			family, strconv.FormatBool(p.Disabled), free})
 	}
 	return out.table(o.streams.Out, cols, rows)
+}
+
+// addressArg reads the ADDRESS argument of who and release.
+func addressArg(arg string) (netip.Addr, error) {
+	addr, err := netip.ParseAddr(arg)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("ADDRESS %q: must be an IPv4 or IPv6 address such as 10.6.0.12: %w", arg, err)
+	}
+	return addr, nil
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -34,9 +33,9 @@ removing it from the pod's interface.`,
 			if err := out.validate(); err != nil {
 				return err
 			}
-			addr, err := netip.ParseAddr(args[0])
+			addr, err := addressArg(args[0])
 			if err != nil {
-				return fmt.Errorf("ADDRESS %q: must be an IPv4 or IPv6 address such as 10.6.0.12: %w", args[0], err)
+				return err
 			}
 			if !force {
 				return fmt.Errorf("release frees %s without the CNI plugin removing it from an interface: give --force (kubectl nicpool who %s shows its holder)", addr, addr)
