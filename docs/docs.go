@@ -43,9 +43,10 @@ const (
 	// Helm blocks install, upgrade and uninstall the chart; the chart's tests
 	// (e2e/helm) run them with the Helm SDK on a real API server.
 	Helm Run = "helm"
-	// SpiderpoolMigration blocks are the `kubectl nicpool` commands of the migration
-	// from spiderpool; operate/migrate/integration runs each of them on a real API
-	// server holding spiderpool's records, and runs no migration command they lack.
+	// SpiderpoolMigration blocks are the kubectl commands of the migration from
+	// spiderpool (`kubectl nicpool` and plain kubectl); operate/migrate/integration runs
+	// each of them on a real API server holding spiderpool's records, and runs no
+	// migration command they lack.
 	SpiderpoolMigration Run = "spiderpool-migration"
 	// Situation blocks run, in order, against the local cluster like LocalCluster
 	// blocks, after the spec named by the marker (e2e/suite, the troubleshooting

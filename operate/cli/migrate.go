@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/spf13/cobra"
@@ -34,8 +35,11 @@ places every record on a pod interface, and reports what it cannot place.
 --dry-run writes nothing. --apply refuses while anything blocks (spiderpool still
 running, records of running pods it cannot place, objects spiderpool would delete);
 otherwise it installs nicpool's CRDs over spiderpool's (the stored objects stay),
-writes each pool's records in nicpool's form and removes spiderpool's string. Run it
-again after an interruption: pools already done are skipped.
+writes each pool's records in nicpool's form and removes spiderpool's string, then
+writes on each running pod the annotations nicpool's pod webhook would have written
+(every ippools entry naming its interface, ippool turned into an entry, a StatefulSet
+pod's endpoint stamp), so that nicpool answers its next CNI ADD. Run it again after an
+interruption: what is done already is skipped.
 
 See docs/migrate-from-spiderpool.md for the whole procedure.`,
 		Example: `  kubectl nicpool migrate from-spiderpool --dry-run
@@ -112,9 +116,28 @@ func printPlan(out *output, w io.Writer, plan migrate.Plan) error {
 		}
 	}
 	section(w, "Records", notes)
+	section(w, "Pod annotations, written as nicpool's pod webhook would have at creation", podChanges(plan.Pods))
 	section(w, "Blocking", problems(plan.Blockers))
 	section(w, "Warnings", problems(plan.Warnings))
 	return nil
+}
+
+func podChanges(pcs []migrate.PodChange) []string {
+	var out []string
+	for _, pc := range pcs {
+		keys := make([]string, 0, len(pc.Set))
+		for k := range pc.Set {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = append(out, fmt.Sprintf("%s: set %s=%s", pc.Pod, k, pc.Set[k]))
+		}
+		for _, k := range pc.Remove {
+			out = append(out, fmt.Sprintf("%s: remove %s", pc.Pod, k))
+		}
+	}
+	return out
 }
 
 func problems(ps []migrate.Problem) []string {

@@ -25,13 +25,19 @@ import (
 var ErrBlocked = errors.New("the migration is blocked")
 
 // Run reads the cluster, checks it and decides the plan: what --dry-run shows and
-// --apply carries out.
+// --apply carries out. Beside the pools' records, the plan holds the annotations that
+// nicpool's pod webhook would have written on each running pod, decided by the
+// webhook's own admission decision over what was read.
 func Run(ctx context.Context, r client.Reader, opts Options) (Plan, error) {
 	in, err := Read(ctx, r)
 	if err != nil {
 		return Plan{}, err
 	}
 	plan := Decide(in, opts)
+	plan.admitter = newAdmitter(in)
+	var podWarnings []Problem
+	plan.Pods, podWarnings = plan.admitter.resolvePods(ctx, in.Pods)
+	plan.Warnings = append(plan.Warnings, podWarnings...)
 	blockers, warnings, err := Preflight(ctx, r, in)
 	if err != nil {
 		return Plan{}, err
@@ -44,9 +50,11 @@ func Run(ctx context.Context, r client.Reader, opts Options) (Plan, error) {
 // Apply carries a plan out, unless it has blockers: it installs nicpool's CRDs (over
 // spiderpool's, which have the same names: the stored objects stay), then, pool by
 // pool, writes the placed records through the ledger and retires spiderpool's string,
-// on the condition that the pool did not change since the plan was read. It is
-// idempotent: a pool whose string is gone is done, so a run that stopped half way is
-// finished by the next.
+// on the condition that the pool did not change since the plan was read; then it
+// writes each planned pod's annotations (decided again on the pod as it is then). It
+// is idempotent: a pool whose string is gone is done, and a pod whose annotations are
+// resolved has nothing to change, so a run that stopped half way is finished by the
+// next.
 func Apply(ctx context.Context, c client.Client, plan Plan, log logr.Logger) error {
 	if len(plan.Blockers) > 0 {
 		return fmt.Errorf("%w: %d problems to deal with first", ErrBlocked, len(plan.Blockers))
@@ -61,6 +69,14 @@ func Apply(ctx context.Context, c client.Client, plan Plan, log logr.Logger) err
 		}
 		if err := applyPool(ctx, c, w, pp, log); err != nil {
 			return fmt.Errorf("pool %s: %w", pp.Name, err)
+		}
+	}
+	if len(plan.Pods) > 0 && plan.admitter == nil {
+		return errors.New("the plan has pod annotations to write but no admission decision: make it with Run")
+	}
+	for _, pc := range plan.Pods {
+		if err := plan.admitter.applyPod(ctx, c, pc, log); err != nil {
+			return fmt.Errorf("pod %s: %w", pc.Pod, err)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"go4.org/netipx"
 	corev1 "k8s.io/api/core/v1"
 
@@ -35,12 +36,15 @@ type Pool struct {
 }
 
 // Inputs is what Decide decides on: every pool, endpoint and pod of the cluster, and
-// the reserved addresses.
+// the reserved addresses; and what admission reads to resolve the pods' pool
+// selections: the namespaces and the NetworkAttachmentDefinitions.
 type Inputs struct {
-	Pools     []Pool
-	Endpoints []v2beta1.SpiderEndpoint
-	Pods      []corev1.Pod
-	Reserved  *netipx.IPSet
+	Pools      []Pool
+	Endpoints  []v2beta1.SpiderEndpoint
+	Pods       []corev1.Pod
+	Reserved   *netipx.IPSet
+	Namespaces []corev1.Namespace
+	Networks   []nadv1.NetworkAttachmentDefinition
 }
 
 // Outcomes of a record.
@@ -159,10 +163,16 @@ type Problem struct {
 // Plan is the whole migration.
 type Plan struct {
 	Pools []PoolPlan `json:"pools"`
+	// Pods are the running pods whose annotations are written as nicpool's pod webhook
+	// would have written them.
+	Pods []PodChange `json:"pods,omitempty"`
 	// Blockers stop --apply: nothing is written while there is one.
 	Blockers []Problem `json:"blockers,omitempty"`
 	// Warnings do not stop it.
 	Warnings []Problem `json:"warnings,omitempty"`
+
+	// admitter decides the pods' annotations again when Apply writes them.
+	admitter *admitter
 }
 
 // Options change what Decide allows.

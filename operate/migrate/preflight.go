@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,16 +48,8 @@ func Preflight(ctx context.Context, r client.Reader, in Inputs) (blockers, warni
 	for _, p := range in.Pools {
 		blockers = append(blockers, ownedBySpiderpool("spiderippool", "", p.Object.Name, p.Object.OwnerReferences)...)
 	}
-	nads := &unstructured.UnstructuredList{}
-	nads.SetGroupVersionKind(schema.GroupVersionKind{Group: "k8s.cni.cncf.io", Version: "v1", Kind: "NetworkAttachmentDefinitionList"})
-	switch err := r.List(ctx, nads); {
-	case meta.IsNoMatchError(err):
-	case err != nil:
-		return nil, nil, fmt.Errorf("list NetworkAttachmentDefinitions: %w", err)
-	default:
-		for _, n := range nads.Items {
-			blockers = append(blockers, ownedBySpiderpool("network-attachment-definition", n.GetNamespace(), n.GetName(), n.GetOwnerReferences())...)
-		}
+	for _, n := range in.Networks {
+		blockers = append(blockers, ownedBySpiderpool("network-attachment-definition", n.Namespace, n.Name, n.OwnerReferences)...)
 	}
 	blockers = append(blockers, virtualMachines(in.Endpoints)...)
 	for _, kind := range unsupportedKinds {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,7 +17,8 @@ import (
 )
 
 // Read reads what Decide needs: every pool with spiderpool's string decoded, every
-// endpoint and pod, and the reserved addresses.
+// endpoint and pod, and the reserved addresses; and what admission reads: every
+// namespace and NetworkAttachmentDefinition (none when the cluster has no such CRD).
 func Read(ctx context.Context, r client.Reader) (Inputs, error) {
 	var in Inputs
 	list := &unstructured.UnstructuredList{}
@@ -45,6 +48,26 @@ func Read(ctx context.Context, r client.Reader) (Inputs, error) {
 		return in, fmt.Errorf("list SpiderReservedIPs: %w", err)
 	}
 	in.Reserved = reserved
+	var namespaces corev1.NamespaceList
+	if err := r.List(ctx, &namespaces); err != nil {
+		return in, fmt.Errorf("list namespaces: %w", err)
+	}
+	in.Namespaces = namespaces.Items
+	nads := &unstructured.UnstructuredList{}
+	nads.SetGroupVersionKind(nadv1.SchemeGroupVersion.WithKind("NetworkAttachmentDefinitionList"))
+	switch err := r.List(ctx, nads); {
+	case meta.IsNoMatchError(err):
+	case err != nil:
+		return in, fmt.Errorf("list NetworkAttachmentDefinitions: %w", err)
+	default:
+		for _, u := range nads.Items {
+			var nad nadv1.NetworkAttachmentDefinition
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nad); err != nil {
+				return in, fmt.Errorf("network-attachment-definition %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+			}
+			in.Networks = append(in.Networks, nad)
+		}
+	}
 	return in, nil
 }
 

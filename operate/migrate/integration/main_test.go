@@ -112,6 +112,10 @@ func installPlugins(dir string) error {
 	if _, err := os.Stat(macvlan); err != nil {
 		return fmt.Errorf("the macvlan plugin is missing from bin/ (make tools): %w", err)
 	}
+	// The runbook's plain kubectl commands run with the pinned kubectl.
+	if _, err := os.Stat(filepath.Join(root, "bin", "kubectl")); err != nil {
+		return fmt.Errorf("kubectl is missing from bin/ (make tools): %w", err)
+	}
 	return os.Symlink(macvlan, filepath.Join(dir, "macvlan"))
 }
 
@@ -181,8 +185,25 @@ func newNode() (ns.NetNS, error) {
 	return n, nil
 }
 
-// ran lists the `kubectl nicpool` command lines the test ran, as a user types them.
+// ran lists the kubectl command lines the test ran, as a user types them.
 var ran []string
+
+// shell runs a plain kubectl command line of the runbook as a user types it: with bash,
+// in dir, with bin/ (the pinned kubectl) first on PATH and the cluster's admin
+// kubeconfig. It fails the test when the command fails.
+func shell(t *testing.T, dir, line string) string {
+	t.Helper()
+	ran = append(ran, line)
+	cmd := exec.Command("bash", "-o", "pipefail", "-c", line)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.env.Kubeconfig, "PATH="+filepath.Join(testenv.RepoRoot(), "bin")+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	t.Logf("$ %s\n%s", line, out)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	return string(out)
+}
 
 // kubectl runs `kubectl nicpool args…` as the cluster's admin and returns what it
 // printed and its exit code.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -25,7 +26,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -57,6 +57,7 @@ func TestMigrateFromSpiderpool(t *testing.T) {
 	ctx := context.Background()
 	c := suite.env.Client
 	w := spiderpoolWorld(t)
+	before := podAnnotations(t)
 
 	t.Log("a dry run while spiderpool runs: it names what blocks, and writes nothing")
 	out, errOut, code := kubectl(t, "migrate", "from-spiderpool", "--dry-run")
@@ -70,18 +71,39 @@ func TestMigrateFromSpiderpool(t *testing.T) {
 		"v4 10.50.0.12 app/web (UID " + string(w.pods["web"].UID) + "): unplaced: no SpiderEndpoint lists it and the pool record names no interface",
 		"eth0-pool 10.51.0.12 app/old (UID 0d1e-gone): drop: no SpiderEndpoint lists it and the pool record names no interface; pod UID 0d1e-gone is gone",
 		"1 SpiderMultusConfig objects: nicpool does not serve SpiderMultusConfigs",
+		`app/web: set ipam.spidernet.io/ippools=[{"interface":"eth0","ipv4":["eth0-pool"]},{"interface":"net1","ipv4":["v4"],"ipv6":["v6"]}]`,
+		`app/single: set ipam.spidernet.io/ippools=[{"interface":"eth0","ipv4":["eth0-pool"]}]`,
+		"app/db-0: set ipam.nicpool.io/endpoint-uid=" + endpointUID(t, "db-0"),
+		"pod app/stray: nicpool's admission would refuse it (",
+		"gone-pool",
+		"fix: correct its owner's pod template, then, once nicpool runs: kubectl delete pod -n app stray",
 	} {
 		g.Expect(out).To(ContainSubstring(want))
 	}
+	g.Expect(out).NotTo(ContainSubstring("app/plain:"), "a pod without pool annotations keeps its annotations: its namespace's defaults serve it")
+
+	t.Log("the runbook's backup holds spiderpool's records")
+	dir := t.TempDir()
+	shell(t, dir, "kubectl get spiderippools,spiderendpoints,spiderreservedips -A -o yaml > spiderpool-backup.yaml")
+	backup, err := os.ReadFile(filepath.Join(dir, "spiderpool-backup.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(backup)).To(ContainSubstring(spiderpoolString(t, "v4")[:20]), "the pools' string status")
+	g.Expect(string(backup)).To(ContainSubstring("kind: SpiderEndpoint"))
+
 	_, errOut, code = kubectl(t, "migrate", "from-spiderpool", "--apply")
 	g.Expect(code).To(Equal(1))
 	g.Expect(errOut).To(ContainSubstring("problems block the migration (refused; nothing was written)"))
 	g.Expect(spiderpoolString(t, "v4")).To(ContainSubstring("10.50.0.12"), "a refused --apply writes nothing")
-	err := c.Get(ctx, client.ObjectKey{Name: "ipblocks.ipam.nicpool.io"}, &apiextensionsv1.CustomResourceDefinition{})
+	err = c.Get(ctx, client.ObjectKey{Name: "ipblocks.ipam.nicpool.io"}, &apiextensionsv1.CustomResourceDefinition{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a refused --apply installs no CRD: %v", err)
+	g.Expect(podAnnotations(t)).To(Equal(before), "a dry run and a refused --apply change no pod")
 
 	t.Log("spiderpool uninstalled as the runbook says: its pods and webhooks gone, the NAD freed of its owner")
 	uninstallSpiderpool(t)
+	out = shell(t, dir, "kubectl get crd spiderippools.spiderpool.spidernet.io spiderendpoints.spiderpool.spidernet.io spiderreservedips.spiderpool.spidernet.io")
+	g.Expect(out).To(ContainSubstring("spiderreservedips.spiderpool.spidernet.io"))
+	out = shell(t, dir, "kubectl get spiderippools")
+	g.Expect(out).To(MatchRegexp(`(?m)^eth0-pool\s`))
 	_, _, code = kubectl(t, "migrate", "from-spiderpool", "--dry-run")
 	g.Expect(code).To(Equal(1), "the leaked record of the running pod web still blocks")
 	out, errOut, code = kubectl(t, "migrate", "from-spiderpool", "--apply", "--drop-unplaced")
@@ -92,6 +114,16 @@ func TestMigrateFromSpiderpool(t *testing.T) {
 	out, _, code = kubectl(t, "migrate", "from-spiderpool", "--apply")
 	g.Expect(code).To(Equal(0))
 	g.Expect(out).To(MatchRegexp(`eth0-pool\s+done`))
+	g.Expect(out).NotTo(ContainSubstring("Pod annotations"), "every pod's selection is resolved already")
+
+	t.Log("the pods' annotations are what nicpool's webhook would have written; stray's are untouched")
+	after := podAnnotations(t)
+	g.Expect(after["web"]).To(HaveKeyWithValue(annotations.IPPools, `[{"interface":"eth0","ipv4":["eth0-pool"]},{"interface":"net1","ipv4":["v4"],"ipv6":["v6"]}]`))
+	g.Expect(after["single"]).To(HaveKeyWithValue(annotations.IPPools, `[{"interface":"eth0","ipv4":["eth0-pool"]}]`))
+	g.Expect(after["single"]).To(HaveKeyWithValue(annotations.IPPool, `{"ipv4":["eth0-pool"]}`), "ippool stays beside the eth0 entry it was turned into")
+	g.Expect(after["db-0"]).To(HaveKeyWithValue(annotations.EndpointUID, endpointUID(t, "db-0")))
+	g.Expect(after["plain"]).To(Equal(before["plain"]))
+	g.Expect(after["stray"]).To(Equal(before["stray"]))
 
 	t.Log("nicpool's form: every address on its interface, read through the typed API")
 	recs, bad, err := ledger.List(ctx, c)
@@ -107,18 +139,19 @@ func TestMigrateFromSpiderpool(t *testing.T) {
 	g.Expect(got).To(ConsistOf(
 		"eth0-pool 10.51.0.10 app/web/"+uid("web")+" eth0",
 		"eth0-pool 10.51.0.11 app/single/"+uid("single")+" eth0",
+		"eth0-pool 10.51.0.13 app/plain/"+uid("plain")+" eth0",
 		"v4 10.50.0.10 app/web/"+uid("web")+" net1",
 		"v4 10.50.0.11 app/db-0/"+uid("db-0")+" net1",
 		"v6 fd00:50::10 app/web/"+uid("web")+" net1",
 	))
-	for pool, n := range map[string]int64{"eth0-pool": 2, "v4": 2, "v6": 1} {
+	for pool, n := range map[string]int64{"eth0-pool": 3, "v4": 2, "v6": 1} {
 		p := &v2beta1.SpiderIPPool{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Name: pool}, p)).To(Succeed())
 		g.Expect(p.Status.AllocatedIPs).To(BeEmpty())
 		g.Expect(p.Status.AllocatedIPCount).To(Equal(ptr.To(n)), "pool %s allocatedIPCount", pool)
 	}
 
-	t.Log("ipamd starts; every pod keeps every address")
+	t.Log("ipamd starts; every pod keeps every address, and ipamd answers its next ADD from the selection the migration resolved")
 	startIPAMD(t)
 	ipam := api.NewClient(filepath.Join(suite.runDir, filepath.Base(api.DefaultSocketPath)), 10*time.Second)
 	for key, want := range w.keep {
@@ -169,12 +202,21 @@ func TestMigrateFromSpiderpool(t *testing.T) {
 	_, _, code = kubectl(t, "check")
 	g.Expect(code).To(Equal(0))
 
-	t.Log("the runbook's kubectl nicpool commands are the ones this test ran")
+	t.Log("the CRDs of the kinds nicpool does not serve go; the NAD and nicpool's objects stay")
+	shell(t, dir, "kubectl delete crd spidersubnets.spiderpool.spidernet.io spidermultusconfigs.spiderpool.spidernet.io spidercoordinators.spiderpool.spidernet.io")
+	nad := &unstructured.Unstructured{}
+	nad.SetGroupVersionKind(schema.GroupVersionKind{Group: "k8s.cni.cncf.io", Version: "v1", Kind: "NetworkAttachmentDefinition"})
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: appNS, Name: "macvlan"}, nad)).To(Succeed())
+	g.Expect(nad.GetOwnerReferences()).To(BeEmpty())
+	_, _, code = kubectl(t, "check")
+	g.Expect(code).To(Equal(0))
+
+	t.Log("the runbook's kubectl commands are the ones this test ran")
 	doc := runbookCommands(t)
 	g.Expect(ran).To(ContainElements(doc), "every command of the runbook ran")
 	for _, cmd := range ran {
-		if strings.HasPrefix(cmd, "kubectl nicpool migrate ") {
-			g.Expect(doc).To(ContainElement(cmd), "the runbook shows every migration command the test ran")
+		if strings.HasPrefix(cmd, "kubectl nicpool migrate ") || !strings.HasPrefix(cmd, "kubectl nicpool ") {
+			g.Expect(doc).To(ContainElement(cmd), "the runbook shows every migration command and every plain kubectl command the test ran")
 		}
 	}
 }
@@ -188,7 +230,8 @@ func spiderpoolWorld(t *testing.T) *world {
 	ctx := context.Background()
 	c := suite.env.Client
 	g := NewWithT(t)
-	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNS}})).To(Succeed())
+	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNS,
+		Annotations: map[string]string{annotations.NamespaceDefaultIPv4Pool: `["eth0-pool"]`}}})).To(Succeed())
 	g.Expect(c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})).To(Succeed())
 
 	smc := &unstructured.Unstructured{}
@@ -222,13 +265,13 @@ func spiderpoolWorld(t *testing.T) *world {
 		"web/net1":    {"10.50.0.10/24", "fd00:50::10/64"},
 		"db-0/net1":   {"10.50.0.11/24"},
 		"single/eth0": {"10.51.0.11/24"},
+		"plain/eth0":  {"10.51.0.13/24"},
 	}}
-	// web: two interfaces, the pools of each named by interface. (ipamd refuses an ADD
-	// for a pod whose entries name no interface, which admission resolves: pods
-	// created under spiderpool with positional entries are not covered yet.)
+	// web: two interfaces, pools listed by position (no interface names), as most
+	// spiderpool users write them.
 	w.pods["web"] = runningPod(t, "web", map[string]string{
 		annotations.MultusNetworks: appNS + "/macvlan",
-		annotations.IPPools:        `[{"interface":"eth0","ipv4":["eth0-pool"]},{"interface":"net1","ipv4":["v4"],"ipv6":["v6"]}]`,
+		annotations.IPPools:        `[{"ipv4":["eth0-pool"]},{"ipv4":["v4"],"ipv6":["v6"]}]`,
 	}, nil)
 	// db-0: a StatefulSet pod, its pools named by interface; its eth0 is the cluster
 	// network's, with an IPAM of its own.
@@ -236,15 +279,20 @@ func spiderpoolWorld(t *testing.T) *world {
 		annotations.MultusNetworks: appNS + "/macvlan",
 		annotations.IPPools:        `[{"interface":"net1","ipv4":["v4"]}]`,
 	}, []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: set.UID, Controller: ptr.To(true)}})
-	// single: one interface, its endpoint lost.
-	w.pods["single"] = runningPod(t, "single", map[string]string{annotations.IPPool: `{"ipv4":["eth0-pool"]}`,
-		annotations.IPPools: `[{"interface":"eth0","ipv4":["eth0-pool"]}]`}, nil)
+	// single: one interface chosen with ipam.spidernet.io/ippool; its endpoint lost.
+	w.pods["single"] = runningPod(t, "single", map[string]string{annotations.IPPool: `{"ipv4":["eth0-pool"]}`}, nil)
+	// plain: no pool annotation; its namespace's default pool serves it.
+	w.pods["plain"] = runningPod(t, "plain", nil, nil)
+	// stray: names a pool that does not exist (spiderpool failed its ADD; it has no
+	// address): admission would refuse it, so the migration leaves it as it is.
+	runningPod(t, "stray", map[string]string{annotations.IPPools: `[{"ipv4":["gone-pool"]}]`}, nil)
 
 	uid := func(name string) string { return string(w.pods[name].UID) }
 	spiderpoolPool(t, "eth0-pool", "10.51.0.0/24", "10.51.0.1", "10.51.0.10-10.51.0.50", map[string]map[string]string{
 		"10.51.0.10": {"pod": "app/web", "podUid": uid("web")},
 		"10.51.0.11": {"pod": "app/single", "podUid": uid("single")},
 		"10.51.0.12": {"pod": "app/old", "podUid": "0d1e-gone"},
+		"10.51.0.13": {"pod": "app/plain", "podUid": uid("plain")},
 	})
 	spiderpoolPool(t, "v4", "10.50.0.0/24", "10.50.0.1", "10.50.0.10-10.50.0.50", map[string]map[string]string{
 		"10.50.0.10": {"pod": "app/web", "podUid": uid("web")},
@@ -260,6 +308,8 @@ func spiderpoolWorld(t *testing.T) *world {
 			IPv6: ptr.To("fd00:50::10/64"), IPv6Pool: ptr.To("v6")})
 	spiderpoolEndpoint(t, w.pods["db-0"], "StatefulSet", "db",
 		v2beta1.IPAllocationDetail{Interface: "net1", IPv4: ptr.To("10.50.0.11/24"), IPv4Pool: ptr.To("v4"), IPv4Gateway: ptr.To("10.50.0.1")})
+	spiderpoolEndpoint(t, w.pods["plain"], "Pod", "plain",
+		v2beta1.IPAllocationDetail{Interface: "eth0", IPv4: ptr.To("10.51.0.13/24"), IPv4Pool: ptr.To("eth0-pool"), IPv4Gateway: ptr.To("10.51.0.1")})
 
 	w.webNetNS = sandbox(t, "net1", "10.50.0.10/24", "fd00:50::10/64")
 
@@ -284,6 +334,29 @@ func spiderpoolWorld(t *testing.T) *world {
 		}},
 	})).To(Succeed())
 	return w
+}
+
+// podAnnotations returns the annotations of every pod of the app namespace, by name.
+func podAnnotations(t *testing.T) map[string]map[string]string {
+	t.Helper()
+	var pods corev1.PodList
+	if err := suite.env.Client.List(context.Background(), &pods, client.InNamespace(appNS)); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]string{}
+	for _, p := range pods.Items {
+		out[p.Name] = p.Annotations
+	}
+	return out
+}
+
+func endpointUID(t *testing.T, name string) string {
+	t.Helper()
+	ep := &v2beta1.SpiderEndpoint{}
+	if err := suite.env.Client.Get(context.Background(), client.ObjectKey{Namespace: appNS, Name: name}, ep); err != nil {
+		t.Fatal(err)
+	}
+	return string(ep.UID)
 }
 
 // networkConfig is the NAD's CNI configuration, as SpiderMultusConfig generated it:
@@ -420,23 +493,17 @@ func hasLink(t *testing.T, n ns.NetNS, name string) bool {
 	return found
 }
 
-// uninstallSpiderpool does what `helm uninstall --no-hooks` and the runbook's NAD
-// step do: spiderpool's pods and webhook configurations go, its CRDs and their
-// objects stay, and the NAD no longer has a SpiderMultusConfig owner.
+// uninstallSpiderpool runs the runbook's NAD step (the NAD no longer has a
+// SpiderMultusConfig owner) and does what its `helm uninstall --no-hooks` does:
+// spiderpool's pods and webhook configurations go, its CRDs and their objects stay.
 func uninstallSpiderpool(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	c := suite.env.Client
 	g := NewWithT(t)
+	shell(t, t.TempDir(), `kubectl patch network-attachment-definition -n app macvlan --type json -p '[{"op":"remove","path":"/metadata/ownerReferences"}]'`)
 	g.Expect(c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "spiderpool-agent-x7k2p"}}, client.GracePeriodSeconds(0))).To(Succeed())
 	g.Expect(c.Delete(ctx, &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "spiderpool-controller"}})).To(Succeed())
-	nad := &unstructured.Unstructured{}
-	nad.SetGroupVersionKind(schema.GroupVersionKind{Group: "k8s.cni.cncf.io", Version: "v1", Kind: "NetworkAttachmentDefinition"})
-	nad.SetNamespace(appNS)
-	nad.SetName("macvlan")
-	// The runbook's patch.
-	patch := []byte(`[{"op":"remove","path":"/metadata/ownerReferences"}]`)
-	g.Expect(c.Patch(ctx, nad, client.RawPatch(types.JSONPatchType, patch))).To(Succeed())
 }
 
 func startIPAMD(t *testing.T) {
