@@ -30,38 +30,117 @@ type Options struct {
 
 type owner struct{ uid, iface string }
 
+// Kind says which rule a violation breaks.
+type Kind string
+
+// Kinds of violations.
+const (
+	// Malformed: how records are written (ledger.List's *ledger.Malformed): a key that
+	// is not an address, a record outside its block, counts that disagree with the
+	// records, an address recorded twice in one pool.
+	Malformed Kind = "malformed"
+	// NoInterface: I1, a record names no interface.
+	NoInterface Kind = "record-without-interface"
+	// NoPodUID: a record names no pod UID.
+	NoPodUID Kind = "record-without-pod-uid"
+	// InTwoPools: I3, an address is allocated in two pools.
+	InTwoPools Kind = "address-in-two-pools"
+	// TwoAddresses: I2, a pod interface holds two addresses of a family.
+	TwoAddresses Kind = "interface-with-two-addresses"
+	// EndpointInterface: I1, an endpoint records an empty or a duplicate interface.
+	EndpointInterface Kind = "endpoint-interface"
+	// EndpointMalformed: an endpoint's address or its pool cannot be read.
+	EndpointMalformed Kind = "endpoint-malformed"
+	// EndpointUnrecorded: an endpoint lists an address no record holds.
+	EndpointUnrecorded Kind = "endpoint-address-unrecorded"
+	// EndpointMismatch: I3, an endpoint lists an address a record gives to another pod
+	// UID or interface.
+	EndpointMismatch Kind = "endpoint-record-mismatch"
+	// EndpointOtherPod: I8, an endpoint lists an address whose record names another pod.
+	EndpointOtherPod Kind = "endpoint-record-of-other-pod"
+	// EndpointGone: I4, an endpoint belongs to a pod that is gone.
+	EndpointGone Kind = "endpoint-of-gone-pod"
+	// RecordGone: I4, a record is held by a pod that is gone.
+	RecordGone Kind = "record-of-gone-pod"
+)
+
+// Violation is one broken invariant and what it concerns; the fields that do not
+// apply are empty.
+type Violation struct {
+	Kind Kind `json:"kind"`
+	// Pool and Address are the record concerned.
+	Pool    string     `json:"pool,omitempty"`
+	Address netip.Addr `json:"address,omitempty"`
+	// Pod is namespace/name; PodUID the UID a record or endpoint names.
+	Pod    string `json:"pod,omitempty"`
+	PodUID string `json:"podUID,omitempty"`
+	// Endpoint is the SpiderEndpoint concerned, namespace/name.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Block is the IPBlock concerned (Malformed only).
+	Block string `json:"block,omitempty"`
+	// Message says what is wrong, naming all of the above.
+	Message string `json:"message"`
+}
+
+func (v Violation) String() string { return v.Message }
+
 // Check reads every allocation record (ledger.List: IPBlocks, and pools not migrated
 // yet), endpoint and pod through r (use an uncached client) and returns one error
 // listing every violation, or nil.
 func Check(ctx context.Context, r client.Reader, opts Options) error {
+	vs, err := Violations(ctx, r, opts)
+	if err != nil || len(vs) == 0 {
+		return err
+	}
+	msgs := make([]string, len(vs))
+	for i, v := range vs {
+		msgs[i] = v.Message
+	}
+	return errors.New(strings.Join(msgs, "\n"))
+}
+
+// Violations reads as Check does and returns every violation, sorted by message.
+func Violations(ctx context.Context, r client.Reader, opts Options) ([]Violation, error) {
 	recs, bad, err := ledger.List(ctx, r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var eps v2beta1.SpiderEndpointList
 	if err := r.List(ctx, &eps); err != nil {
-		return fmt.Errorf("list endpoints: %w", err)
+		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
-	var v []string
-	add := func(format string, args ...any) { v = append(v, fmt.Sprintf(format, args...)) }
+	var v []Violation
+	add := func(vi Violation, format string, args ...any) {
+		vi.Message = fmt.Sprintf(format, args...)
+		v = append(v, vi)
+	}
 	for _, err := range bad {
-		add("%v", err)
+		vi := Violation{Kind: Malformed, Message: err.Error()}
+		var m *ledger.Malformed
+		if errors.As(err, &m) {
+			vi.Pool, vi.Address, vi.Block = m.Pool, m.Addr, m.Block
+		}
+		v = append(v, vi)
 	}
 
 	// addr → "pool", owner → family → addrs
 	holder := map[netip.Addr]string{}
-	byOwner := map[owner]map[bool][]string{}
+	byOwner := map[owner]map[bool][]string{}         // "pool/addr"
 	records := map[string]v2beta1.PoolIPAllocation{} // "pool/addr"
 	for _, r := range recs {
 		key, rec := r.Addr.String(), r.Holder
+		of := Violation{Pool: r.Pool, Address: r.Addr, Pod: rec.Pod, PodUID: rec.PodUID}
 		if rec.Interface == "" {
-			add("I1: pool %s: %s of pod %s (UID %s) names no interface", r.Pool, key, rec.Pod, rec.PodUID)
+			of.Kind = NoInterface
+			add(of, "I1: pool %s: %s of pod %s (UID %s) names no interface", r.Pool, key, rec.Pod, rec.PodUID)
 		}
 		if rec.PodUID == "" {
-			add("pool %s: %s of pod %s names no pod UID", r.Pool, key, rec.Pod)
+			of.Kind = NoPodUID
+			add(of, "pool %s: %s of pod %s names no pod UID", r.Pool, key, rec.Pod)
 		}
 		if prev, dup := holder[r.Addr]; dup {
-			add("I3: %s is allocated in pool %s and in pool %s", key, prev, r.Pool)
+			of.Kind = InTwoPools
+			add(of, "I3: %s is allocated in pool %s and in pool %s", key, prev, r.Pool)
 		}
 		holder[r.Addr] = r.Pool
 		o := owner{rec.PodUID, rec.Interface}
@@ -75,7 +154,9 @@ func Check(ctx context.Context, r client.Reader, opts Options) error {
 		for is4, list := range fams {
 			if len(list) > 1 {
 				sort.Strings(list)
-				add("I2: pod UID %s interface %q holds %d IPv%s addresses: %s", o.uid, o.iface, len(list), map[bool]string{true: "4", false: "6"}[is4], strings.Join(list, ", "))
+				first := records[list[0]]
+				pool, addr, _ := strings.Cut(list[0], "/")
+				add(Violation{Kind: TwoAddresses, Pool: pool, Address: netip.MustParseAddr(addr), Pod: first.Pod, PodUID: o.uid}, "I2: pod UID %s interface %q holds %d IPv%s addresses: %s", o.uid, o.iface, len(list), map[bool]string{true: "4", false: "6"}[is4], strings.Join(list, ", "))
 			}
 		}
 	}
@@ -84,7 +165,7 @@ func Check(ctx context.Context, r client.Reader, opts Options) error {
 	if opts.Converged {
 		var pods corev1.PodList
 		if err := r.List(ctx, &pods); err != nil {
-			return fmt.Errorf("list pods: %w", err)
+			return nil, fmt.Errorf("list pods: %w", err)
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
@@ -96,13 +177,19 @@ func Check(ctx context.Context, r client.Reader, opts Options) error {
 
 	for _, ep := range eps.Items {
 		name := ep.Namespace + "/" + ep.Name
+		of := Violation{Pod: name, PodUID: ep.Status.Current.UID, Endpoint: name}
+		with := func(k Kind, pool string, addr netip.Addr) Violation {
+			vi := of
+			vi.Kind, vi.Pool, vi.Address = k, pool, addr
+			return vi
+		}
 		seen := map[string]bool{}
 		for _, d := range ep.Status.Current.IPs {
 			if d.Interface == "" {
-				add("I1: endpoint %s records an address under an empty interface", name)
+				add(with(EndpointInterface, "", netip.Addr{}), "I1: endpoint %s records an address under an empty interface", name)
 			}
 			if seen[d.Interface] {
-				add("I1: endpoint %s records interface %q twice", name, d.Interface)
+				add(with(EndpointInterface, "", netip.Addr{}), "I1: endpoint %s records interface %q twice", name, d.Interface)
 			}
 			seen[d.Interface] = true
 			for _, pair := range []struct{ addr, pool *string }{{d.IPv4, d.IPv4Pool}, {d.IPv6, d.IPv6Pool}} {
@@ -111,25 +198,26 @@ func Check(ctx context.Context, r client.Reader, opts Options) error {
 				}
 				pfx, err := netip.ParsePrefix(*pair.addr)
 				if err != nil || pair.pool == nil {
-					add("endpoint %s interface %s: address %q or its pool is malformed", name, d.Interface, *pair.addr)
+					add(with(EndpointMalformed, "", netip.Addr{}), "endpoint %s interface %s: address %q or its pool is malformed", name, d.Interface, *pair.addr)
 					continue
 				}
 				rec, ok := records[*pair.pool+"/"+pfx.Addr().String()]
+				at := func(k Kind) Violation { return with(k, *pair.pool, pfx.Addr()) }
 				if opts.Converged && !ok {
-					add("endpoint %s interface %s: %s is not recorded in pool %s", name, d.Interface, pfx.Addr(), *pair.pool)
+					add(at(EndpointUnrecorded), "endpoint %s interface %s: %s is not recorded in pool %s", name, d.Interface, pfx.Addr(), *pair.pool)
 				}
 				if ok && (rec.PodUID != ep.Status.Current.UID || rec.Interface != d.Interface) {
-					add("I3: endpoint %s (pod UID %s) interface %s records %s, which pool %s gives to pod UID %s interface %q",
+					add(at(EndpointMismatch), "I3: endpoint %s (pod UID %s) interface %s records %s, which pool %s gives to pod UID %s interface %q",
 						name, ep.Status.Current.UID, d.Interface, pfx.Addr(), *pair.pool, rec.PodUID, rec.Interface)
 				}
 				if ok && rec.Pod != name {
-					add("I8: endpoint %s interface %s lists %s of pool %s, whose record names pod %s (UID %s): a record's pod must be the endpoint that lists it",
+					add(at(EndpointOtherPod), "I8: endpoint %s interface %s lists %s of pool %s, whose record names pod %s (UID %s): a record's pod must be the endpoint that lists it",
 						name, d.Interface, pfx.Addr(), *pair.pool, rec.Pod, rec.PodUID)
 				}
 			}
 		}
 		if opts.Converged && live[ep.Status.Current.UID] == nil && !willReturn(ctx, r, &ep) {
-			add("I4: endpoint %s belongs to pod UID %s, which is gone", name, ep.Status.Current.UID)
+			add(with(EndpointGone, "", netip.Addr{}), "I4: endpoint %s belongs to pod UID %s, which is gone", name, ep.Status.Current.UID)
 		}
 	}
 	if opts.Converged {
@@ -143,14 +231,13 @@ func Check(ctx context.Context, r client.Reader, opts Options) error {
 				willReturn(ctx, r, ep) {
 				continue
 			}
-			add("I4: %s is held by pod %s UID %s, which is gone", key, rec.Pod, rec.PodUID)
+			pool, addr, _ := strings.Cut(key, "/")
+			add(Violation{Kind: RecordGone, Pool: pool, Address: netip.MustParseAddr(addr), Pod: rec.Pod, PodUID: rec.PodUID},
+				"I4: %s is held by pod %s UID %s, which is gone", key, rec.Pod, rec.PodUID)
 		}
 	}
-	if len(v) == 0 {
-		return nil
-	}
-	sort.Strings(v)
-	return errors.New(strings.Join(v, "\n"))
+	sort.SliceStable(v, func(i, j int) bool { return v[i].Message < v[j].Message })
+	return v, nil
 }
 
 // willReturn reports whether the StatefulSet an endpoint names still wants the

@@ -12,13 +12,32 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 )
 
+// Malformed is one thing List found wrong with how records are written, with the
+// object at fault and, when it concerns one, the pool and address.
+type Malformed struct {
+	// Block is the IPBlock at fault; empty for a pool's status.
+	Block string
+	// Pool is the pool of the records concerned, when known.
+	Pool string
+	// Addr is the address concerned; invalid when the problem concerns none.
+	Addr    netip.Addr
+	Message string
+}
+
+func (m *Malformed) Error() string { return m.Message }
+
+func malformed(block, pool string, addr netip.Addr, format string, args ...any) error {
+	return &Malformed{Block: block, Pool: pool, Addr: addr, Message: fmt.Sprintf(format, args...)}
+}
+
 // List returns every allocation record of the cluster, sorted by pool and address:
 // the records of every IPBlock, and those of pools not migrated yet (status.allocatedIPs).
 // It is the one place that knows where records are; the invariant checker, the garbage
 // collector and kubectl-nicpool read through it. What is wrong with how records are
 // written (a key that is not an address, a record outside its block, a block whose
 // counts disagree with its records, an address in two places) is reported in the
-// second result, for checkers; such records are left out or listed once.
+// second result, for checkers (each a *Malformed); such records are left out or listed
+// once.
 func List(ctx context.Context, r client.Reader) ([]Record, []error, error) {
 	var blocks ipamv1alpha1.IPBlockList
 	if err := r.List(ctx, &blocks); err != nil {
@@ -34,7 +53,7 @@ func List(ctx context.Context, r client.Reader) ([]Record, []error, error) {
 	add := func(r Record, in string) {
 		k := r.Pool + "/" + r.Addr.String()
 		if prev, dup := where[k]; dup {
-			bad = append(bad, fmt.Errorf("I3: %s of pool %s is recorded in %s and in %s", r.Addr, r.Pool, prev, in))
+			bad = append(bad, malformed(r.Block, r.Pool, r.Addr, "I3: %s of pool %s is recorded in %s and in %s", r.Addr, r.Pool, prev, in))
 			return
 		}
 		where[k] = in
@@ -43,19 +62,19 @@ func List(ctx context.Context, r client.Reader) ([]Record, []error, error) {
 	for _, b := range blocks.Items {
 		cidr, err := netip.ParsePrefix(b.Spec.CIDR)
 		if err != nil {
-			bad = append(bad, fmt.Errorf("IPBlock %s: spec.cidr %q is not a CIDR", b.Name, b.Spec.CIDR))
+			bad = append(bad, malformed(b.Name, b.Spec.Pool, netip.Addr{}, "IPBlock %s: spec.cidr %q is not a CIDR", b.Name, b.Spec.CIDR))
 		}
 		if b.Status.Allocated != int64(len(b.Status.Allocations)) {
-			bad = append(bad, fmt.Errorf("IPBlock %s: status.allocated is %d but %d addresses are recorded", b.Name, b.Status.Allocated, len(b.Status.Allocations)))
+			bad = append(bad, malformed(b.Name, b.Spec.Pool, netip.Addr{}, "IPBlock %s: status.allocated is %d but %d addresses are recorded", b.Name, b.Status.Allocated, len(b.Status.Allocations)))
 		}
 		for key, rec := range b.Status.Allocations {
 			a, err := netip.ParseAddr(key)
 			if err != nil {
-				bad = append(bad, fmt.Errorf("IPBlock %s: record key %q is not an address", b.Name, key))
+				bad = append(bad, malformed(b.Name, b.Spec.Pool, netip.Addr{}, "IPBlock %s: record key %q is not an address", b.Name, key))
 				continue
 			}
 			if cidr.IsValid() && !cidr.Contains(a) {
-				bad = append(bad, fmt.Errorf("IPBlock %s: %s is outside the block's %s", b.Name, a, cidr))
+				bad = append(bad, malformed(b.Name, b.Spec.Pool, a, "IPBlock %s: %s is outside the block's %s", b.Name, a, cidr))
 			}
 			add(Record{Pool: b.Spec.Pool, Addr: a, Holder: rec, Block: b.Name, Node: b.Spec.Node}, "IPBlock "+b.Name)
 		}
@@ -64,7 +83,7 @@ func List(ctx context.Context, r client.Reader) ([]Record, []error, error) {
 		for key, rec := range p.Status.AllocatedIPs {
 			a, err := netip.ParseAddr(key)
 			if err != nil {
-				bad = append(bad, fmt.Errorf("pool %s: record key %q is not an address", p.Name, key))
+				bad = append(bad, malformed("", p.Name, netip.Addr{}, "pool %s: record key %q is not an address", p.Name, key))
 				continue
 			}
 			add(Record{Pool: p.Name, Addr: a, Holder: rec}, "the status of pool "+p.Name)

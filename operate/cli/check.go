@@ -2,8 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"net/netip"
-	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,45 +24,37 @@ violation it prints the command that repairs it, or the one that shows more.`,
 			if err != nil {
 				return err
 			}
-			err = invariants.Check(cmd.Context(), c, invariants.Options{Converged: true})
-			if err == nil {
+			vs, err := invariants.Violations(cmd.Context(), c, invariants.Options{Converged: true})
+			if err != nil {
+				return err
+			}
+			if len(vs) == 0 {
 				fmt.Fprintln(o.streams.Out, "No violations.")
 				return nil
 			}
-			lines := strings.Split(err.Error(), "\n")
-			for _, l := range lines {
-				fmt.Fprintln(o.streams.Out, l)
-				if fix := repairOf(l); fix != "" {
+			for _, v := range vs {
+				fmt.Fprintln(o.streams.Out, v.Message)
+				if fix := repairOf(v); fix != "" {
 					fmt.Fprintln(o.streams.Out, "    repair: "+fix)
 				}
 			}
-			return findingf("%d violations", len(lines))
+			return findingf("%d violations", len(vs))
 		},
 	}
 	return cmd
 }
 
-var (
-	// "I4: POOL/ADDRESS is held by pod NS/NAME UID UID, which is gone"
-	goneRecord = regexp.MustCompile(`^I4: [^/\s]+/(\S+) is held by pod `)
-	// "I4: endpoint NS/NAME belongs to pod UID UID, which is gone"
-	goneEndpoint = regexp.MustCompile(`^I4: endpoint ([^/\s]+)/(\S+) belongs to pod UID `)
-	anyAddress   = regexp.MustCompile(`[0-9a-fA-F:.]*[:.][0-9a-fA-F:.]+`)
-)
-
-// repairOf is the command that repairs a violation the checker reported, or shows
-// what holds the address it names; empty when there is none to give.
-func repairOf(violation string) string {
-	if m := goneRecord.FindStringSubmatch(violation); m != nil {
-		return "kubectl nicpool release " + m[1] + " --force"
-	}
-	if m := goneEndpoint.FindStringSubmatch(violation); m != nil {
-		return fmt.Sprintf("kubectl delete spiderendpoint -n %s %s (nicpool's garbage collector does it when it runs)", m[1], m[2])
-	}
-	for _, s := range anyAddress.FindAllString(violation, -1) {
-		if a, err := netip.ParseAddr(s); err == nil {
-			return "kubectl nicpool who " + a.String() + " (shows each holder and whether it is gone)"
-		}
+// repairOf is the command that repairs a violation, or shows what holds the address
+// it concerns; empty when there is none to give.
+func repairOf(v invariants.Violation) string {
+	switch {
+	case v.Kind == invariants.RecordGone:
+		return "kubectl nicpool release " + v.Address.String() + " --force"
+	case v.Kind == invariants.EndpointGone:
+		ns, name, _ := strings.Cut(v.Endpoint, "/")
+		return fmt.Sprintf("kubectl delete spiderendpoint -n %s %s (nicpool's garbage collector does it when it runs)", ns, name)
+	case v.Address.IsValid():
+		return "kubectl nicpool who " + v.Address.String() + " (shows each holder and whether it is gone)"
 	}
 	return ""
 }

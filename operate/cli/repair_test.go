@@ -13,6 +13,7 @@ import (
 
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/invariants"
 	"github.com/nicpool/nicpool/operate/cli"
 	"github.com/nicpool/nicpool/operate/inspect"
 )
@@ -111,6 +112,14 @@ func TestCheckCatchesAHandCorruptedPool(t *testing.T) {
 	g.Expect(out).To(ContainSubstring(fmt.Sprintf("I4: check-v4/%s is held by pod %s/ghost UID ghost-uid, which is gone\n    repair: kubectl nicpool release %s --force\n", ghost, ns, ghost)))
 	g.Expect(out).To(ContainSubstring(fmt.Sprintf("IPBlock %s: status.allocated is 1 but 2 addresses are recorded", blk.Name)))
 	g.Expect(errOut).To(MatchRegexp(`error: \d+ violations`))
+	vs, err := invariants.Violations(ctx, env.Client, invariants.Options{Converged: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(vs).To(ContainElements(
+		invariants.Violation{Kind: invariants.RecordGone, Pool: "check-v4", Address: ghost, Pod: ns + "/ghost", PodUID: "ghost-uid",
+			Message: fmt.Sprintf("I4: check-v4/%s is held by pod %s/ghost UID ghost-uid, which is gone", ghost, ns)},
+		invariants.Violation{Kind: invariants.Malformed, Pool: "check-v4", Block: blk.Name,
+			Message: fmt.Sprintf("IPBlock %s: status.allocated is 1 but 2 addresses are recorded", blk.Name)},
+	), "check's lines are these violations' messages, each with its parts")
 
 	out, errOut, code = kubectl(t, "release", ghost.String(), "--force")
 	g.Expect(code).To(Equal(0), "the repair command runs: %s%s", out, errOut)
