@@ -171,13 +171,15 @@ func registerGarbageCollector(mgr manager.Manager, o gc.Options) error {
 // cacheOptions keep the manager's cache small: the webhook caches every pod, pool and
 // SpiderEndpoint of the cluster. No code of the webhook reads managedFields, and an
 // update that omits them keeps them on the server. Pods and endpoints, the bulk of it,
-// keep only what their readers here read (see gc.TransformPod, gc.TransformNode and
+// keep only what their readers here read: pods as metadata alone (gc.PodMetadata,
+// gc.TransformPodMetadata; the garbage collector watches finished pods in full in a
+// cache of its own), nodes and endpoints reduced (gc.TransformNode,
 // lookup.TransformEndpoint).
 func cacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:             {Transform: gc.TransformPod},
+			gc.PodMetadata():          {Transform: gc.TransformPodMetadata},
 			&corev1.Node{}:            {Transform: gc.TransformNode},
 			&v2beta1.SpiderEndpoint{}: {Transform: lookup.TransformEndpoint},
 		},

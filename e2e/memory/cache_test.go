@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,8 +22,8 @@ import (
 // what the binaries cache: for each kind, an informer cache like theirs is started in
 // this process against the same cluster and the live Go heap it adds is reported.
 // ipamd strips managedFields and watches only its node's pods; the webhook's manager
-// caches every pod and endpoint of the cluster, reduced to what it reads
-// (gc.TransformPod, lookup.TransformEndpoint).
+// caches every pod of the cluster as metadata and every endpoint, reduced to what it
+// reads (gc.TransformPodMetadata, lookup.TransformEndpoint).
 func BenchmarkCacheHeapByKind(b *testing.B) {
 	f := benchCluster(b)
 	node := fields.OneTermEqualSelector("spec.nodeName", f.node(0))
@@ -35,7 +36,7 @@ func BenchmarkCacheHeapByKind(b *testing.B) {
 	}{
 		{"pods-all", &corev1.Pod{}, &corev1.PodList{}, cache.ByObject{}, false},
 		{"pods-all-stripped", &corev1.Pod{}, &corev1.PodList{}, cache.ByObject{}, true},
-		{"pods-all-webhook", &corev1.Pod{}, &corev1.PodList{}, cache.ByObject{Transform: gc.TransformPod}, false},
+		{"pods-all-webhook", gc.PodMetadata(), &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}}, cache.ByObject{Transform: gc.TransformPodMetadata}, false},
 		{"pods-node-stripped", &corev1.Pod{}, &corev1.PodList{}, cache.ByObject{Field: node}, true},
 		{"endpoints", &v2beta1.SpiderEndpoint{}, &v2beta1.SpiderEndpointList{}, cache.ByObject{}, false},
 		{"endpoints-stripped", &v2beta1.SpiderEndpoint{}, &v2beta1.SpiderEndpointList{}, cache.ByObject{}, true},

@@ -46,12 +46,11 @@ type Indexer interface {
 	IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error
 }
 
-// Indexes registers the cache indexes the ledger reads IPBlocks with. Components that
-// share a cache may each call it: an index already registered is kept.
+// Indexes registers the cache indexes a node's ledger reads IPBlocks with (an ipamd's:
+// its allocations, releases and transfers look a pod's blocks up by its UID).
+// Components that share a cache may each call it: an index already registered is kept.
 func Indexes(ctx context.Context, idx Indexer) error {
-	if err := idx.IndexField(ctx, &ipamv1alpha1.IPBlock{}, IndexBlockPool, func(o client.Object) []string {
-		return []string{o.(*ipamv1alpha1.IPBlock).Spec.Pool}
-	}); err != nil && !alreadyIndexed(err) {
+	if err := ClusterIndexes(ctx, idx); err != nil {
 		return err
 	}
 	err := idx.IndexField(ctx, &ipamv1alpha1.IPBlock{}, IndexBlockPodUID, func(o client.Object) []string {
@@ -65,6 +64,19 @@ func Indexes(ctx context.Context, idx Indexer) error {
 		return out
 	})
 	if err != nil && !alreadyIndexed(err) {
+		return err
+	}
+	return nil
+}
+
+// ClusterIndexes registers the one index a cluster-level ledger (Options.Node empty:
+// the garbage collector's releases of records, the counts, migrations) reads IPBlocks
+// with, by pool. It leaves out the index by pod UID, which such a ledger never reads
+// and which costs a cache of every block in the cluster an entry per record.
+func ClusterIndexes(ctx context.Context, idx Indexer) error {
+	if err := idx.IndexField(ctx, &ipamv1alpha1.IPBlock{}, IndexBlockPool, func(o client.Object) []string {
+		return []string{o.(*ipamv1alpha1.IPBlock).Spec.Pool}
+	}); err != nil && !alreadyIndexed(err) {
 		return err
 	}
 	return nil

@@ -39,12 +39,13 @@ func malformed(block, pool string, addr netip.Addr, format string, args ...any) 
 // second result, for checkers (each a *Malformed); such records are left out or listed
 // once.
 func List(ctx context.Context, r client.Reader) ([]Record, []error, error) {
+	// Read only: from a cache, the cached objects are read in place, not copied.
 	var blocks ipamv1alpha1.IPBlockList
-	if err := r.List(ctx, &blocks); err != nil {
+	if err := r.List(ctx, &blocks, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, fmt.Errorf("list IPBlocks: %w", err)
 	}
 	var pools v2beta1.SpiderIPPoolList
-	if err := r.List(ctx, &pools); err != nil {
+	if err := r.List(ctx, &pools, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, fmt.Errorf("list SpiderIPPools: %w", err)
 	}
 	var out []Record

@@ -12,6 +12,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -75,8 +78,11 @@ type Collector struct {
 	live client.Reader
 	// ledger writes the releases: nicpool's one writer of allocation state.
 	ledger *ledger.Ledger
-	opts   Options
-	clock  absenceClock
+	// finished, when set, holds the pods that are neither Pending nor Running (a cache
+	// of FinishedPods); without it they are listed from live.
+	finished client.Reader
+	opts     Options
+	clock    absenceClock
 }
 
 // NewCollector returns a collector that reads its snapshot through c, confirms through
@@ -138,23 +144,101 @@ func (c *Collector) Pass(ctx context.Context) (res Result, err error) {
 
 func (c *Collector) snapshot(ctx context.Context) (Snapshot, error) {
 	var (
-		pods  corev1.PodList
+		pods  = podMetadataList()
 		sets  appsv1.StatefulSetList
 		eps   v2beta1.SpiderEndpointList
 		nodes corev1.NodeList
 	)
 	// Nothing of the snapshot is modified, so the cache's objects are read in place: a
 	// pass over thousands of pods copies none.
-	for _, l := range []client.ObjectList{&pods, &sets, &eps, &nodes} {
+	for _, l := range []client.ObjectList{pods, &sets, &eps, &nodes} {
 		if err := c.client.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
 			return Snapshot{}, fmt.Errorf("list %T for garbage collection: %w", l, err)
 		}
+	}
+	finished, err := c.finishedPods(ctx)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	onNotReady, err := c.podsOnNotReadyNodes(ctx, pods.Items, nodes.Items)
+	if err != nil {
+		return Snapshot{}, err
 	}
 	records, _, err := ledger.List(ctx, c.client)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("list allocation records for garbage collection: %w", err)
 	}
-	return Snapshot{Now: time.Now(), Pods: pods.Items, StatefulSets: sets.Items, Records: records, Endpoints: eps.Items, Nodes: nodes.Items}, nil
+	out := make([]Pod, len(pods.Items))
+	for i := range pods.Items {
+		m := &pods.Items[i]
+		out[i] = cachedPod(m, finished[m.UID], onNotReady[m.UID])
+	}
+	return Snapshot{Now: time.Now(), Pods: out, StatefulSets: sets.Items, Records: records, Endpoints: eps.Items, Nodes: nodes.Items}, nil
+}
+
+// cachedPod is the collector's view of a pod from its cached metadata, the pod in full
+// if it finished (else nil), and its node if that node is not Ready (else "").
+func cachedPod(m *metav1.PartialObjectMetadata, finished *corev1.Pod, notReadyNode string) Pod {
+	p := Pod{ObjectMeta: m.ObjectMeta}
+	if finished != nil && finished.UID == m.UID {
+		p.Phase, p.NodeName = finished.Status.Phase, finished.Spec.NodeName
+	}
+	if notReadyNode != "" {
+		p.NodeName = notReadyNode
+	}
+	return p
+}
+
+// finishedPods returns the pods that are neither Pending nor Running, by UID: from
+// the collector's cache of them, or else from the API server.
+func (c *Collector) finishedPods(ctx context.Context) (map[types.UID]*corev1.Pod, error) {
+	var list corev1.PodList
+	var err error
+	if c.finished != nil {
+		err = c.finished.List(ctx, &list, client.UnsafeDisableDeepCopy)
+	} else {
+		err = c.live.List(ctx, &list, client.MatchingFieldsSelector{Selector: FinishedPods})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list finished pods for garbage collection: %w", err)
+	}
+	out := make(map[types.UID]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].UID] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// podsOnNotReadyNodes returns the node of every pod on a node that is not Ready, by
+// UID, read from the API server: the decision keeps a terminating pod's addresses
+// while its node is not Ready. It reads nothing while no pod is terminating or every
+// node is Ready.
+func (c *Collector) podsOnNotReadyNodes(ctx context.Context, pods []metav1.PartialObjectMetadata, nodes []corev1.Node) (map[types.UID]string, error) {
+	terminating := false
+	for i := range pods {
+		if pods[i].DeletionTimestamp != nil {
+			terminating = true
+			break
+		}
+	}
+	if !terminating {
+		return nil, nil
+	}
+	out := map[types.UID]string{}
+	for i := range nodes {
+		if nodeReady(&nodes[i]) {
+			continue
+		}
+		list := podMetadataList()
+		sel := fields.OneTermEqualSelector("spec.nodeName", nodes[i].Name)
+		if err := c.live.List(ctx, list, client.MatchingFieldsSelector{Selector: sel}); err != nil {
+			return nil, fmt.Errorf("list the pods of node %s, which is not Ready: %w", nodes[i].Name, err)
+		}
+		for _, p := range list.Items {
+			out[p.UID] = nodes[i].Name
+		}
+	}
+	return out, nil
 }
 
 // ripen holds back absence-based releases younger than MinAge.
@@ -229,7 +313,7 @@ func (c *Collector) confirm(ctx context.Context, snap Snapshot, policy Policy, p
 	}
 
 	fresh := snap
-	fresh.Pods = slices.DeleteFunc(slices.Clone(snap.Pods), func(p corev1.Pod) bool { return names[podName{p.Namespace, p.Name}] })
+	fresh.Pods = slices.DeleteFunc(slices.Clone(snap.Pods), func(p Pod) bool { return names[podName{p.Namespace, p.Name}] })
 	fresh.Pods = append(fresh.Pods, pods...)
 	fresh.StatefulSets = slices.DeleteFunc(slices.Clone(snap.StatefulSets), func(s appsv1.StatefulSet) bool {
 		return setNames[podName{s.Namespace, s.Name}]
@@ -266,21 +350,21 @@ func (c *Collector) confirm(ctx context.Context, snap Snapshot, policy Policy, p
 }
 
 // livePods reads the pods currently at the given names from the API server.
-func (c *Collector) livePods(ctx context.Context, names map[podName]bool) ([]corev1.Pod, error) {
+func (c *Collector) livePods(ctx context.Context, names map[podName]bool) ([]Pod, error) {
 	byNamespace := map[string][]string{}
 	for n := range names {
 		byNamespace[n.namespace] = append(byNamespace[n.namespace], n.name)
 	}
-	var out []corev1.Pod
+	var out []Pod
 	for ns, list := range byNamespace {
 		if len(list) > liveListThreshold {
 			var pods corev1.PodList
 			if err := c.live.List(ctx, &pods, client.InNamespace(ns)); err != nil {
 				return nil, fmt.Errorf("confirm absent pods in namespace %s: %w", ns, err)
 			}
-			for _, p := range pods.Items {
-				if names[podName{ns, p.Name}] {
-					out = append(out, p)
+			for i := range pods.Items {
+				if names[podName{ns, pods.Items[i].Name}] {
+					out = append(out, PodOf(&pods.Items[i]))
 				}
 			}
 			continue
@@ -290,7 +374,7 @@ func (c *Collector) livePods(ctx context.Context, names map[podName]bool) ([]cor
 			err := c.live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p)
 			switch {
 			case err == nil:
-				out = append(out, p)
+				out = append(out, PodOf(&p))
 			case !apierrors.IsNotFound(err):
 				return nil, fmt.Errorf("confirm pod %s/%s is absent: %w", ns, name, err)
 			}

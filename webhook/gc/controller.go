@@ -7,9 +7,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -35,11 +38,27 @@ import (
 // manager's cache and confirms absences with the manager's API reader.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	opts = opts.withDefaults()
-	if err := ledger.Indexes(context.Background(), mgr.GetCache()); err != nil {
+	if err := ledger.ClusterIndexes(context.Background(), mgr.GetCache()); err != nil {
 		return fmt.Errorf("set up nicpool garbage collector: cache indexes: %w", err)
 	}
 	collector := NewCollector(mgr.GetClient(), mgr.GetAPIReader(), opts)
-	if err := setupCollector(mgr, collector, opts); err != nil {
+	// Finished pods in full, in a cache of their own: the manager's cache holds every
+	// pod as metadata (PodMetadata), and one cache holds one kind one way.
+	finished, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(),
+		Mapper: mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Field: FinishedPods, Transform: TransformPod},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("set up nicpool garbage collector: cache of finished pods: %w", err)
+	}
+	if err := mgr.Add(finished); err != nil {
+		return fmt.Errorf("set up nicpool garbage collector: %w", err)
+	}
+	collector.finished = finished
+	if err := setupCollector(mgr, collector, finished, opts); err != nil {
 		return fmt.Errorf("set up nicpool garbage collector: %w", err)
 	}
 	if err := setupPoolFinalizer(mgr); err != nil {
@@ -72,17 +91,23 @@ func (r *passReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (re
 	return reconcile.Result{RequeueAfter: max(after, 100*time.Millisecond)}, nil
 }
 
-func setupCollector(mgr ctrl.Manager, collector *Collector, opts Options) error {
+func setupCollector(mgr ctrl.Manager, collector *Collector, finished cache.Cache, opts Options) error {
 	soon := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		q.AddAfter(passRequest, opts.Debounce)
 	}
-	pods := handler.TypedFuncs[*corev1.Pod, reconcile.Request]{
-		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*corev1.Pod], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if podEnded(e.ObjectOld, e.ObjectNew) {
+	pods := handler.TypedFuncs[*metav1.PartialObjectMetadata, reconcile.Request]{
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectNew.DeletionTimestamp != nil && e.ObjectOld.DeletionTimestamp == nil {
 				soon(q)
 			}
 		},
-		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*corev1.Pod], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			soon(q)
+		},
+	}
+	// A pod enters the cache of finished pods when it finishes.
+	ended := handler.TypedFuncs[*corev1.Pod, reconcile.Request]{
+		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*corev1.Pod], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			soon(q)
 		},
 	}
@@ -110,7 +135,8 @@ func setupCollector(mgr ctrl.Manager, collector *Collector, opts Options) error 
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nicpool-gc").
-		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Pod{}, pods)).
+		WatchesRawSource(source.Kind(mgr.GetCache(), PodMetadata(), pods)).
+		WatchesRawSource(source.Kind(finished, &corev1.Pod{}, ended)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &appsv1.StatefulSet{}, sets)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Node{}, nodes)).
 		WatchesRawSource(start).
@@ -120,14 +146,6 @@ func setupCollector(mgr ctrl.Manager, collector *Collector, opts Options) error 
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, opts.Interval),
 		}).
 		Complete(&passReconciler{collector: collector, interval: opts.Interval})
-}
-
-// podEnded: the pod just became finished or started terminating.
-func podEnded(old, cur *corev1.Pod) bool {
-	finished := func(p *corev1.Pod) bool {
-		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-	}
-	return (finished(cur) && !finished(old)) || (cur.DeletionTimestamp != nil && old.DeletionTimestamp == nil)
 }
 
 // ordinalsShrank: the StatefulSet gave up some ordinals or started being deleted.

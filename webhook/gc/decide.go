@@ -73,7 +73,7 @@ type Policy struct {
 // Snapshot is what the collector knows of the cluster at one instant.
 type Snapshot struct {
 	Now          time.Time
-	Pods         []corev1.Pod
+	Pods         []Pod
 	StatefulSets []appsv1.StatefulSet
 	// Nodes are read for their Ready condition only.
 	Nodes []corev1.Node
@@ -165,9 +165,9 @@ type holding struct {
 type index struct {
 	now      time.Time
 	policy   Policy
-	podByUID map[string]*corev1.Pod
+	podByUID map[string]*Pod
 	// podByName is the current pod at a name, whatever its UID.
-	podByName map[podName]*corev1.Pod
+	podByName map[podName]*Pod
 	sets      map[podName]*appsv1.StatefulSet
 	endpoints map[podName]*v2beta1.SpiderEndpoint
 	held      map[holding]bool
@@ -178,8 +178,8 @@ type index struct {
 func newIndex(s Snapshot, p Policy) *index {
 	ix := &index{
 		now: s.Now, policy: p,
-		podByUID:  make(map[string]*corev1.Pod, len(s.Pods)),
-		podByName: make(map[podName]*corev1.Pod, len(s.Pods)),
+		podByUID:  make(map[string]*Pod, len(s.Pods)),
+		podByName: make(map[podName]*Pod, len(s.Pods)),
 		sets:      make(map[podName]*appsv1.StatefulSet, len(s.StatefulSets)),
 		endpoints: make(map[podName]*v2beta1.SpiderEndpoint, len(s.Endpoints)),
 		held:      map[holding]bool{},
@@ -226,10 +226,10 @@ func (ix *index) judge(ns, name, uid string) verdict {
 	}
 }
 
-func (ix *index) judgePresent(pod *corev1.Pod) verdict {
+func (ix *index) judgePresent(pod *Pod) verdict {
 	var reason Reason
 	switch {
-	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+	case pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed:
 		reason = ReasonPodFinished
 	case pod.DeletionTimestamp != nil:
 		if ix.policy.KeepTerminating {
@@ -239,7 +239,7 @@ func (ix *index) judgePresent(pod *corev1.Pod) verdict {
 		if ix.now.Before(deadline) {
 			return verdict{recheck: deadline}
 		}
-		if !ix.policy.ReleaseOnNotReadyNode && ix.notReady[pod.Spec.NodeName] {
+		if !ix.policy.ReleaseOnNotReadyNode && ix.notReady[pod.NodeName] {
 			// Kept until the pod object is gone: its deletion triggers the next pass.
 			return verdict{}
 		}

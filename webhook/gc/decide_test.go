@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -22,7 +23,7 @@ var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 type podOpt func(*corev1.Pod)
 
-func pod(name, uid string, opts ...podOpt) corev1.Pod {
+func pod(name, uid string, opts ...podOpt) Pod {
 	p := corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid)},
 		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
@@ -30,7 +31,7 @@ func pod(name, uid string, opts ...podOpt) corev1.Pod {
 	for _, o := range opts {
 		o(&p)
 	}
-	return p
+	return PodOf(&p)
 }
 
 func phase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
@@ -107,14 +108,14 @@ func TestDecide(t *testing.T) {
 	}{{
 		name: "live pod keeps every interface's address and its endpoint",
 		snap: Snapshot{
-			Pods:      []corev1.Pod{pod("a", "u1")},
+			Pods:      []Pod{pod("a", "u1")},
 			Records:   records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}, rec{"10.0.0.2", "a", "u1", "net1"})),
 			Endpoints: []v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
 		},
 	}, {
 		name: "pending pod is live",
 		snap: Snapshot{
-			Pods:    []corev1.Pod{pod("a", "u1", phase(corev1.PodPending))},
+			Pods:    []Pod{pod("a", "u1", phase(corev1.PodPending))},
 			Records: records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})),
 		},
 	}, {
@@ -127,7 +128,7 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "pod recreated under the same name with a new UID: the old UID's records go",
 		snap: Snapshot{
-			Pods:      []corev1.Pod{pod("a", "u2")},
+			Pods:      []Pod{pod("a", "u2")},
 			Records:   records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}, rec{"10.0.0.2", "a", "u2", "eth0"})),
 			Endpoints: []v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
 		},
@@ -135,7 +136,7 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "succeeded and failed pods are released",
 		snap: Snapshot{
-			Pods: []corev1.Pod{pod("job-a", "u1", phase(corev1.PodSucceeded)), pod("job-b", "u2", phase(corev1.PodFailed))},
+			Pods: []Pod{pod("job-a", "u1", phase(corev1.PodSucceeded)), pod("job-b", "u2", phase(corev1.PodFailed))},
 			Records: records(pool("p",
 				rec{"10.0.0.1", "job-a", "u1", "eth0"}, rec{"10.0.0.2", "job-b", "u2", "eth0"})),
 			Endpoints: []v2beta1.SpiderEndpoint{endpoint("job-a", "u1", "Job", "job")},
@@ -144,13 +145,13 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "terminating within its grace is kept and rechecked at the end of it",
 		snap: Snapshot{
-			Pods:    []corev1.Pod{pod("a", "u1", deleting(now.Add(-10*time.Second)))},
+			Pods:    []Pod{pod("a", "u1", deleting(now.Add(-10*time.Second)))},
 			Records: records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})),
 		},
 	}, {
 		name: "terminating past deletionTimestamp plus grace is released",
 		snap: Snapshot{
-			Pods:    []corev1.Pod{pod("a", "u1", deleting(now.Add(-grace)))},
+			Pods:    []Pod{pod("a", "u1", deleting(now.Add(-grace)))},
 			Records: records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})),
 		},
 		want: []string{"10.0.0.1 pod-terminating"},
@@ -170,7 +171,7 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "recreated StatefulSet pod not yet through CNI ADD: old UID's record awaits takeover",
 		snap: Snapshot{
-			Pods:         []corev1.Pod{pod("web-0", "u2", ownedBy("web"), phase(corev1.PodPending))},
+			Pods:         []Pod{pod("web-0", "u2", ownedBy("web"), phase(corev1.PodPending))},
 			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
 			Records:      records(pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})),
 			Endpoints:    []v2beta1.SpiderEndpoint{endpoint("web-0", "u1", "StatefulSet", "web")},
@@ -178,14 +179,14 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "finished StatefulSet pod whose ordinal returns is kept for its replacement",
 		snap: Snapshot{
-			Pods:         []corev1.Pod{pod("web-0", "u1", ownedBy("web"), phase(corev1.PodFailed))},
+			Pods:         []Pod{pod("web-0", "u1", ownedBy("web"), phase(corev1.PodFailed))},
 			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
 			Records:      records(pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})),
 		},
 	}, {
 		name: "StatefulSet scaled down: ordinals at or above replicas released, below kept",
 		snap: Snapshot{
-			Pods:         []corev1.Pod{pod("web-0", "u0", ownedBy("web"))},
+			Pods:         []Pod{pod("web-0", "u0", ownedBy("web"))},
 			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
 			Records: records(pool("p",
 				rec{"10.0.0.1", "web-0", "u0", "eth0"}, rec{"10.0.0.2", "web-1", "u1", "eth0"}, rec{"10.0.0.3", "web-2", "u2", "eth0"})),
@@ -226,14 +227,14 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "a live StatefulSet pod above replicas is still live",
 		snap: Snapshot{
-			Pods:         []corev1.Pod{pod("web-3", "u3", ownedBy("web"))},
+			Pods:         []Pod{pod("web-3", "u3", ownedBy("web"))},
 			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
 			Records:      records(pool("p", rec{"10.0.0.1", "web-3", "u3", "eth0"})),
 		},
 	}, {
 		name: "superseded: the new incarnation holds its own address of that family on that interface",
 		snap: Snapshot{
-			Pods:         []corev1.Pod{pod("web-0", "u2", ownedBy("web"))},
+			Pods:         []Pod{pod("web-0", "u2", ownedBy("web"))},
 			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
 			Records: records(
 				pool("a", rec{"10.0.0.1", "web-0", "u1", "eth0"}, rec{"10.0.0.9", "web-0", "u1", "net1"}),
@@ -264,24 +265,45 @@ func TestDecide(t *testing.T) {
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("released:\n got  %q\n want %q", got, tc.want)
 			}
-			// The webhook's cache keeps pods through TransformPod: the same pods as it
-			// keeps them decide the same.
+			// The webhook's cache keeps every pod's metadata through
+			// TransformPodMetadata and finished pods through TransformPod; the same pods
+			// as it keeps them decide the same.
 			cached := tc.snap
 			cached.Pods = nil
-			for _, p := range tc.snap.Pods {
+			for _, sp := range tc.snap.Pods {
+				p := corev1.Pod{ObjectMeta: sp.ObjectMeta, Spec: corev1.PodSpec{NodeName: sp.NodeName}, Status: corev1.PodStatus{Phase: sp.Phase}}
 				p.Spec.Containers = []corev1.Container{{Name: "app", Image: "app:1"}}
 				p.Labels = map[string]string{"app": "x"}
+				p.Annotations = map[string]string{"ipam.spidernet.io/ippools": "[]"}
 				p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-				kept, err := TransformPod(&p)
+				kept, err := TransformPodMetadata(&metav1.PartialObjectMetadata{TypeMeta: PodMetadata().TypeMeta, ObjectMeta: p.ObjectMeta})
 				if err != nil {
 					t.Fatal(err)
 				}
-				k := kept.(*corev1.Pod)
-				if k.Spec.Containers != nil || k.Labels != nil || k.ManagedFields != nil || k.Status.Conditions != nil {
-					t.Errorf("TransformPod kept more than the collector reads: %+v", k)
+				m := kept.(*metav1.PartialObjectMetadata)
+				if m.Labels != nil || m.Annotations != nil || m.ManagedFields != nil {
+					t.Errorf("TransformPodMetadata kept more than the collector reads: %+v", m)
 				}
-				cached.Pods = append(cached.Pods, *k)
+				var finished *corev1.Pod
+				if FinishedPods.Matches(fields.Set{"status.phase": string(p.Status.Phase)}) {
+					full, err := TransformPod(&p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					finished = full.(*corev1.Pod)
+					if finished.Spec.Containers != nil || finished.Labels != nil || finished.ManagedFields != nil || finished.Status.Conditions != nil {
+						t.Errorf("TransformPod kept more than the collector reads: %+v", finished)
+					}
+				}
+				// The snapshot reads the node of pods on nodes that are not Ready.
+				notReady := ""
+				for i := range tc.snap.Nodes {
+					if tc.snap.Nodes[i].Name == sp.NodeName && !nodeReady(&tc.snap.Nodes[i]) {
+						notReady = sp.NodeName
+					}
+				}
+				cached.Pods = append(cached.Pods, cachedPod(m, finished, notReady))
 			}
 			if got := released(Decide(cached, Policy{TerminatingGrace: grace})); !slices.Equal(got, tc.want) {
 				t.Errorf("released with pods as the cache keeps them:\n got  %q\n want %q", got, tc.want)
@@ -293,7 +315,7 @@ func TestDecide(t *testing.T) {
 func TestDecideKeepTerminating(t *testing.T) {
 	plan := Decide(Snapshot{
 		Now:     now,
-		Pods:    []corev1.Pod{pod("a", "u1", deleting(now.Add(-time.Hour)))},
+		Pods:    []Pod{pod("a", "u1", deleting(now.Add(-time.Hour)))},
 		Records: records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"})),
 	}, Policy{KeepTerminating: true})
 	if got := released(plan); len(got) != 0 || !plan.Recheck.IsZero() {
@@ -321,7 +343,7 @@ func TestDecideNotReadyNode(t *testing.T) {
 	late := deleting(now.Add(-time.Hour))
 	snap := Snapshot{
 		Now: now,
-		Pods: []corev1.Pod{
+		Pods: []Pod{
 			pod("on-ready", "u1", late, onNode("ready")),
 			pod("on-unknown", "u2", late, onNode("partitioned")),
 			pod("on-false", "u3", late, onNode("down")),
@@ -376,7 +398,7 @@ func TestDecideRecheckAtEndOfGrace(t *testing.T) {
 	del := now.Add(-10 * time.Second)
 	plan := Decide(Snapshot{
 		Now:     now,
-		Pods:    []corev1.Pod{pod("a", "u1", deleting(del)), pod("b", "u2", deleting(del.Add(time.Minute)))},
+		Pods:    []Pod{pod("a", "u1", deleting(del)), pod("b", "u2", deleting(del.Add(time.Minute)))},
 		Records: records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}, rec{"10.0.0.2", "b", "u2", "eth0"})),
 	}, Policy{TerminatingGrace: 30 * time.Second})
 	if want := del.Add(30 * time.Second); !plan.Recheck.Equal(want) {

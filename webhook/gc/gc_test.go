@@ -424,6 +424,8 @@ func (l laggingCache) List(ctx context.Context, list client.ObjectList, opts ...
 	switch list := list.(type) {
 	case *corev1.PodList:
 		list.Items = slices.DeleteFunc(list.Items, func(p corev1.Pod) bool { return l.hidePods[p.UID] })
+	case *metav1.PartialObjectMetadataList:
+		list.Items = slices.DeleteFunc(list.Items, func(p metav1.PartialObjectMetadata) bool { return l.hidePods[p.UID] })
 	case *appsv1.StatefulSetList:
 		for i, s := range list.Items {
 			if stale, ok := l.staleSets[s.Name]; ok {

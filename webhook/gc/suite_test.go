@@ -69,7 +69,7 @@ var _ = BeforeSuite(func() {
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Pod{}:             {Transform: gc.TransformPod},
+				gc.PodMetadata():          {Transform: gc.TransformPodMetadata},
 				&corev1.Node{}:            {Transform: gc.TransformNode},
 				&v2beta1.SpiderEndpoint{}: {Transform: lookup.TransformEndpoint},
 			},

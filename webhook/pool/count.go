@@ -46,7 +46,7 @@ func NewCounter(l *ledger.Ledger) *Counter {
 // pools that still hold records of the older layout or lack a count, on every change
 // of reserved addresses and on block changes.
 func (c *Counter) SetupWithManager(mgr ctrl.Manager) error {
-	if err := ledger.Indexes(context.Background(), mgr.GetCache()); err != nil {
+	if err := ledger.ClusterIndexes(context.Background(), mgr.GetCache()); err != nil {
 		return fmt.Errorf("cache indexes: %w", err)
 	}
 	needsCount := func(p *v2beta1.SpiderIPPool) bool {
