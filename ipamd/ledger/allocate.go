@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"hash/fnv"
 	"net/netip"
 	"sort"
 
@@ -211,7 +211,14 @@ func (l *Ledger) pick(ctx context.Context, ps *poolState, v *poolView, where rea
 		consider(q, nil)
 	}
 	sort.Slice(own, func(i, j int) bool { return own[i].cidr.Addr().Less(own[j].cidr.Addr()) })
-	rand.Shuffle(len(other), func(i, j int) { other[i], other[j] = other[j], other[i] })
+	// Other nodes' blocks in an order of this node's own: its borrowings in flight go to
+	// the same block while it has room and share that block's writes, and other
+	// borrowers, each in an order of its own, mostly go to other blocks.
+	rank := make(map[*queue]uint64, len(other))
+	for _, c := range other {
+		rank[c.q] = borrowRank(l.opts.Node, c.q.name)
+	}
+	sort.Slice(other, func(i, j int) bool { return rank[other[i].q] < rank[other[j].q] })
 	for _, c := range append(own, other...) {
 		if c.q.reserve(c.cached) {
 			ps.remember(c.q)
@@ -219,6 +226,15 @@ func (l *Ledger) pick(ctx context.Context, ps *poolState, v *poolView, where rea
 		}
 	}
 	return candidate{}, false
+}
+
+// borrowRank is where another node's block comes in node's order of borrowing.
+func borrowRank(node, blockName string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(node))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(blockName))
+	return h.Sum64()
 }
 
 // lastHandedOut is where a restarted process continues: the highest address its
