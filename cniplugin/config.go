@@ -73,13 +73,45 @@ func (c *Config) NetworkConfig() api.NetworkConfig {
 	}
 }
 
-// netConf is the stdin document: the standard keys plus the ipam section, which is
-// decoded key by key so that an error can name the key.
+// netConf is the stdin document: the keys of the CNI library's PluginConf, those the
+// plugin does not use kept raw and type-checked only when present, and the ipam
+// section, which is decoded key by key so that an error can name the key. (Decoding
+// into PluginConf itself made encoding/json work out the fields of every type it
+// holds, at every CNI call.)
 type netConf struct {
-	types.PluginConf
-	IPAM json.RawMessage `json:"ipam"`
-	// LegacyAttachments is the key libcni also sends for GC (CNI issue #1101).
-	LegacyAttachments []types.GCAttachment `json:"cni.dev/attachments,omitempty"`
+	CNIVersion   string          `json:"cniVersion,omitempty"`
+	Name         string          `json:"name,omitempty"`
+	Type         string          `json:"type,omitempty"`
+	Capabilities json.RawMessage `json:"capabilities,omitempty"`
+	IPAM         json.RawMessage `json:"ipam"`
+	DNS          json.RawMessage `json:"dns,omitempty"`
+	PrevResult   json.RawMessage `json:"prevResult,omitempty"`
+	// ValidAttachments is present for GC; LegacyAttachments is the key libcni also
+	// sends for GC (CNI issue #1101).
+	ValidAttachments  json.RawMessage `json:"cni.dev/valid-attachments,omitempty"`
+	LegacyAttachments json.RawMessage `json:"cni.dev/attachments,omitempty"`
+}
+
+// present reports whether a raw member holds a value (null reads as absent).
+func present(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
+}
+
+// decodeMember decodes the raw member key into v; a value of the wrong type is an
+// error naming the key (and the field inside it).
+func decodeMember(key string, raw json.RawMessage, v any) *types.Error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			if typeErr.Field != "" {
+				key += "." + typeErr.Field
+			}
+			return invalidConfig(key, fmt.Sprintf("a JSON %s is not allowed here: see the CNI specification for this key's type", typeErr.Value))
+		}
+		return types.NewError(types.ErrDecodingFailure,
+			"network configuration is not valid JSON: fix the document the runtime passes on stdin", err.Error())
+	}
+	return nil
 }
 
 // ipamConf is the ipam section. Key names follow spiderpool's so that existing network
@@ -183,7 +215,31 @@ func ParseConfig(stdin []byte) (*Config, error) {
 		return nil, types.NewError(types.ErrDecodingFailure,
 			"network configuration is not valid JSON: fix the document the runtime passes on stdin", err.Error())
 	}
-	if len(n.IPAM) == 0 || string(n.IPAM) == "null" {
+	var (
+		capabilities      map[string]bool
+		dns               types.DNS
+		prevResult        map[string]any
+		validAttachments  []types.GCAttachment
+		legacyAttachments []types.GCAttachment
+	)
+	for _, m := range []struct {
+		key string
+		raw json.RawMessage
+		v   any
+	}{
+		{"capabilities", n.Capabilities, &capabilities},
+		{"dns", n.DNS, &dns},
+		{"prevResult", n.PrevResult, &prevResult},
+		{"cni.dev/valid-attachments", n.ValidAttachments, &validAttachments},
+		{"cni.dev/attachments", n.LegacyAttachments, &legacyAttachments},
+	} {
+		if present(m.raw) {
+			if err := decodeMember(m.key, m.raw, m.v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !present(n.IPAM) {
 		return nil, invalidConfig("ipam", `the network configuration has no "ipam" section: add "ipam": {"type": "nicpool"}`)
 	}
 	ipam, terr := decodeIPAM(n.IPAM)
@@ -234,14 +290,14 @@ func ParseConfig(stdin []byte) (*Config, error) {
 		}
 		c.LogLevel = lvl
 	}
-	if n.RawPrevResult != nil {
-		c.prevConf = &n.PluginConf
+	if prevResult != nil {
+		c.prevConf = &types.PluginConf{CNIVersion: n.CNIVersion, Name: n.Name, Type: n.Type, RawPrevResult: prevResult}
 	}
 	switch {
-	case n.ValidAttachments != nil:
-		c.ValidAttachments, c.HasValidAttachments = n.ValidAttachments, true
-	case n.LegacyAttachments != nil:
-		c.ValidAttachments, c.HasValidAttachments = n.LegacyAttachments, true
+	case validAttachments != nil:
+		c.ValidAttachments, c.HasValidAttachments = validAttachments, true
+	case legacyAttachments != nil:
+		c.ValidAttachments, c.HasValidAttachments = legacyAttachments, true
 	}
 	if c.HasValidAttachments {
 		for i, a := range c.ValidAttachments {

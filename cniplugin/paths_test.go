@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/nicpool/nicpool/e2e/testenv"
@@ -101,7 +100,7 @@ func TestHostilePathsTouchNothing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stdin := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","request_timeout":1,"` + tt.key + `":"` + tt.path + `"},"cni.dev/valid-attachments":[],` + prevResult + `}`)
-			for verb, fn := range map[string]func(*skel.CmdArgs) error{"ADD": p.Add, "CHECK": p.Check, "GC": p.GC, "STATUS": p.Status} {
+			for verb, fn := range map[string]func(*CmdArgs) error{"ADD": p.Add, "CHECK": p.Check, "GC": p.GC, "STATUS": p.Status} {
 				err := fn(cmdArgs(stdin))
 				if cniCode(err) != types.ErrInvalidNetworkConfig || !strings.Contains(err.Error(), "ipam."+tt.key) {
 					t.Errorf("%s: %v: want code %d naming ipam.%s", verb, err, types.ErrInvalidNetworkConfig, tt.key)

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
@@ -45,9 +44,9 @@ type Plugin struct {
 	Name string
 }
 
-// Funcs are the CNI verbs of the plugin this process runs, printing to stdout, for
-// skel.PluginMainFuncs.
-func Funcs() skel.CNIFuncs {
+// PluginFuncs are the CNI verbs of the plugin this process runs, printing to stdout,
+// for Main.
+func PluginFuncs() Funcs {
 	return (&Plugin{Stdout: os.Stdout, Name: InstalledName()}).Funcs()
 }
 
@@ -61,13 +60,13 @@ func InstalledName() string {
 }
 
 // Funcs are p's CNI verbs; none of them panics.
-func (p *Plugin) Funcs() skel.CNIFuncs {
-	return skel.CNIFuncs{
-		Add:    func(a *skel.CmdArgs) error { return guard("ADD", func() error { return p.Add(a) }) },
-		Del:    func(a *skel.CmdArgs) error { return guard("DEL", func() error { return p.Del(a) }) },
-		Check:  func(a *skel.CmdArgs) error { return guard("CHECK", func() error { return p.Check(a) }) },
-		GC:     func(a *skel.CmdArgs) error { return guard("GC", func() error { return p.GC(a) }) },
-		Status: func(a *skel.CmdArgs) error { return guard("STATUS", func() error { return p.Status(a) }) },
+func (p *Plugin) Funcs() Funcs {
+	return Funcs{
+		Add:    func(a *CmdArgs) error { return guard("ADD", func() error { return p.Add(a) }) },
+		Del:    func(a *CmdArgs) error { return guard("DEL", func() error { return p.Del(a) }) },
+		Check:  func(a *CmdArgs) error { return guard("CHECK", func() error { return p.Check(a) }) },
+		GC:     func(a *CmdArgs) error { return guard("GC", func() error { return p.GC(a) }) },
+		Status: func(a *CmdArgs) error { return guard("STATUS", func() error { return p.Status(a) }) },
 	}
 }
 
@@ -82,7 +81,7 @@ type call struct {
 
 // begin refuses, before touching any file, a configuration with a key the plugin will
 // not honour; except for DEL, which logs the refusal and goes on without the key.
-func (p *Plugin) begin(verb string, args *skel.CmdArgs) (*call, func(), error) {
+func (p *Plugin) begin(verb string, args *CmdArgs) (*call, func(), error) {
 	conf, err := ParseConfig(args.StdinData)
 	if err != nil {
 		return nil, nil, err
@@ -116,7 +115,7 @@ func (p *Plugin) begin(verb string, args *skel.CmdArgs) (*call, func(), error) {
 
 // attachment names the interface: CNI_CONTAINERID, which GC's valid attachments use,
 // or the pod's infra container when a runtime leaves it out.
-func attachment(args *skel.CmdArgs, pod PodArgs) api.Attachment {
+func attachment(args *CmdArgs, pod PodArgs) api.Attachment {
 	id := args.ContainerID
 	if id == "" {
 		id = pod.InfraContainerID
@@ -125,7 +124,7 @@ func attachment(args *skel.CmdArgs, pod PodArgs) api.Attachment {
 }
 
 // Add allocates the interface's addresses and prints them as a result.
-func (p *Plugin) Add(args *skel.CmdArgs) error {
+func (p *Plugin) Add(args *CmdArgs) error {
 	c, done, err := p.begin("ADD", args)
 	if err != nil {
 		return err
@@ -168,7 +167,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 }
 
 // Del releases the interface's addresses; what ipamd does not know is released.
-func (p *Plugin) Del(args *skel.CmdArgs) error {
+func (p *Plugin) Del(args *CmdArgs) error {
 	c, done, err := p.begin("DEL", args)
 	if err != nil {
 		return err
@@ -228,7 +227,7 @@ func (c *call) releaseWaiting(req *api.ReleaseRequest) (*api.ReleaseResponse, er
 }
 
 // Check fails unless ipamd holds exactly the addresses of prevResult.
-func (p *Plugin) Check(args *skel.CmdArgs) error {
+func (p *Plugin) Check(args *CmdArgs) error {
 	c, done, err := p.begin("CHECK", args)
 	if err != nil {
 		return err
@@ -273,14 +272,14 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	return nil
 }
 
-func reservationMissing(args *skel.CmdArgs, want Reservation, why string) error {
+func reservationMissing(args *CmdArgs, want Reservation, why string) error {
 	return types.NewError(CodeReservationMissing,
 		fmt.Sprintf("CHECK: interface %s of container %s has no reservation in ipamd (it was configured with %s): delete and re-create the pod sandbox", args.IfName, args.ContainerID, want),
 		why)
 }
 
 // GC releases the network's reservations that are not valid attachments.
-func (p *Plugin) GC(args *skel.CmdArgs) error {
+func (p *Plugin) GC(args *CmdArgs) error {
 	c, done, err := p.begin("GC", args)
 	if err != nil {
 		return err
@@ -304,7 +303,7 @@ func (p *Plugin) GC(args *skel.CmdArgs) error {
 }
 
 // Status fails with code 50 when ADD cannot succeed.
-func (p *Plugin) Status(args *skel.CmdArgs) error {
+func (p *Plugin) Status(args *CmdArgs) error {
 	c, done, err := p.begin("STATUS", args)
 	if err != nil {
 		return err
@@ -331,6 +330,12 @@ func (p *Plugin) Status(args *skel.CmdArgs) error {
 
 // Print writes result to w in the CNI version the config asked for.
 func Print(w io.Writer, result types.Result, cniVersion string) error {
+	if b, ok := appendResult(nil, result, cniVersion); ok {
+		if _, err := w.Write(b); err != nil {
+			return types.NewError(types.ErrIOFailure, "write the result to stdout", err.Error())
+		}
+		return nil
+	}
 	out, err := result.GetAsVersion(cniVersion)
 	if err != nil {
 		return types.NewError(types.ErrIncompatibleCNIVersion,

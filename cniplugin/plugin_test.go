@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/nicpool/nicpool/ipamd/api"
@@ -132,8 +131,8 @@ func (f *fakeIPAMD) conf(cniVersion string, ipamExtra string) []byte {
 
 const podArgs = "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=web-0;K8S_POD_UID=uid-1;K8S_POD_INFRA_CONTAINER_ID=c1"
 
-func cmdArgs(stdin []byte) *skel.CmdArgs {
-	return &skel.CmdArgs{ContainerID: "c1", Netns: "/var/run/netns/p1", IfName: "net1", Args: podArgs, Path: "/opt/cni/bin", StdinData: stdin}
+func cmdArgs(stdin []byte) *CmdArgs {
+	return &CmdArgs{ContainerID: "c1", Netns: "/var/run/netns/p1", IfName: "net1", Args: podArgs, Path: "/opt/cni/bin", StdinData: stdin}
 }
 
 func TestAddSendsThePodAndPrintsTheResult(t *testing.T) {
@@ -227,7 +226,7 @@ func TestUnreachableIPAMD(t *testing.T) {
 		conf := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","ipam_unix_socket_path":"` + RunDir + "/" + sock + `","request_timeout":1},"cni.dev/valid-attachments":[]}`)
 		p := (&Plugin{Stdout: io.Discard}).Funcs()
 		for verb, want := range map[string]uint{"ADD": types.ErrTryAgainLater, "GC": types.ErrTryAgainLater, "STATUS": types.ErrPluginNotAvailable} {
-			fn := map[string]func(*skel.CmdArgs) error{"ADD": p.Add, "GC": p.GC, "STATUS": p.Status}[verb]
+			fn := map[string]func(*CmdArgs) error{"ADD": p.Add, "GC": p.GC, "STATUS": p.Status}[verb]
 			err := fn(cmdArgs(conf))
 			if cniCode(err) != want || !strings.Contains(err.Error(), "ipamd is not answering") {
 				t.Errorf("%s on %s: %v: want code %d saying ipamd is not answering", verb, sock, err, want)
@@ -358,7 +357,7 @@ func TestGC(t *testing.T) {
 	p := (&Plugin{Stdout: io.Discard}).Funcs()
 
 	stdin := strings.Replace(string(f.conf("1.1.0", "")), `"name"`, `"cni.dev/valid-attachments":[{"containerID":"c1","ifname":"net1"},{"containerID":"c2","ifname":"eth0"}],"name"`, 1)
-	if err := p.GC(&skel.CmdArgs{StdinData: []byte(stdin)}); err != nil {
+	if err := p.GC(&CmdArgs{StdinData: []byte(stdin)}); err != nil {
 		t.Fatalf("GC: %v", err)
 	}
 	var req api.GCRequest
@@ -372,7 +371,7 @@ func TestGC(t *testing.T) {
 
 	g := startFakeIPAMD(t)
 	g.answer(api.PathGC, 200, api.GCResponse{})
-	err := p.GC(&skel.CmdArgs{StdinData: g.conf("1.1.0", "")})
+	err := p.GC(&CmdArgs{StdinData: g.conf("1.1.0", "")})
 	if cniCode(err) != types.ErrInvalidNetworkConfig || g.request(t, api.PathGC, &req) {
 		t.Errorf("GC without valid-attachments must fail without releasing anything: %v", err)
 	}
@@ -395,7 +394,7 @@ func TestStatus(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := startFakeIPAMD(t)
 			f.answer(api.PathStatus, tt.status, tt.body)
-			err := (&Plugin{Stdout: io.Discard}).Funcs().Status(&skel.CmdArgs{StdinData: f.conf("1.1.0", `"default_ipv4_ippool":"v4"`)})
+			err := (&Plugin{Stdout: io.Discard}).Funcs().Status(&CmdArgs{StdinData: f.conf("1.1.0", `"default_ipv4_ippool":"v4"`)})
 			if cniCode(err) != tt.wantCode || (tt.wantCode == 0) != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantMsg)) {
 				t.Fatalf("STATUS: %v, want code %d mentioning %q", err, tt.wantCode, tt.wantMsg)
 			}

@@ -7,8 +7,6 @@ package main
 import (
 	"os"
 
-	"github.com/containernetworking/cni/pkg/skel"
-
 	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/cniplugin/install"
 )
@@ -17,5 +15,5 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "install" {
 		os.Exit(install.Main(os.Args[2:], os.Stderr))
 	}
-	skel.PluginMainFuncs(cniplugin.Funcs(), cniplugin.SupportedVersions, "nicpool CNI IPAM plugin (forwards to ipamd; see https://github.com/nicpool/nicpool)")
+	cniplugin.Main(cniplugin.PluginFuncs(), cniplugin.SupportedVersions, "nicpool CNI IPAM plugin (forwards to ipamd; see https://github.com/nicpool/nicpool)")
 }

@@ -71,12 +71,8 @@ func (c *Client) Status(ctx context.Context, req *StatusRequest) (*StatusRespons
 }
 
 // call posts req and decodes the answer: the response type on 200, an *Error otherwise.
-func call[Resp any](ctx context.Context, c *Client, path string, req any) (*Resp, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s request: %w", path, err)
-	}
-	status, data, err := c.post(ctx, path, body)
+func call[Resp any](ctx context.Context, c *Client, path string, req request) (*Resp, error) {
+	status, data, err := c.post(ctx, path, req.appendJSON(make([]byte, 0, 512)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
