@@ -159,7 +159,7 @@ func printPod(out *output, o *options, rep *inspect.PodReport) error {
 			rows = append(rows, []any{i.Interface, orDash(network), "-", "-", "-", "-", routes(i.Routes), agrees, "-", strconv.FormatBool(i.CleanGateway)})
 		}
 		for _, a := range i.Addresses {
-			rows = append(rows, []any{i.Interface, orDash(network), "IPv" + strconv.Itoa(a.Family), a.Address, a.Pool, orDash(a.Gateway), routes(i.Routes), agrees,
+			rows = append(rows, []any{i.Interface, orDash(network), "IPv" + strconv.FormatInt(a.Family, 10), a.Address, a.Pool, orDash(a.Gateway), routes(i.Routes), agrees,
 				orDash(a.Block), strconv.FormatBool(i.CleanGateway)})
 		}
 	}

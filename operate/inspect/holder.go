@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipranges"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
@@ -126,7 +127,7 @@ func Disagreement(ep *v2beta1.SpiderEndpoint, rec ledger.Record) string {
 		got, ok := endpointAddr(addr)
 		switch {
 		case !ok:
-			return fmt.Sprintf("%s records no IPv%d address on %s", name, family(rec.Addr), h.Interface)
+			return fmt.Sprintf("%s records no IPv%d address on %s", name, ipranges.Family(rec.Addr), h.Interface)
 		case got != rec.Addr:
 			return fmt.Sprintf("%s records %s on %s", name, got, h.Interface)
 		case pool == nil || *pool != rec.Pool:
@@ -147,13 +148,6 @@ func endpointAddr(s *string) (netip.Addr, bool) {
 	}
 	a, err := netip.ParseAddr(*s)
 	return a, err == nil
-}
-
-func family(a netip.Addr) int {
-	if a.Is4() {
-		return 4
-	}
-	return 6
 }
 
 func deref(s *string) string {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipranges"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
@@ -48,7 +49,7 @@ type InterfaceReport struct {
 
 // Address is one address of an interface.
 type Address struct {
-	Family int `json:"family"`
+	Family int64 `json:"family"`
 	// Address is in CIDR form as the endpoint records it, else as recorded in the pool.
 	Address string `json:"address"`
 	Pool    string `json:"pool"`
@@ -165,15 +166,15 @@ func interfaceReport(i annotations.Interface, ep *v2beta1.SpiderEndpoint, mine [
 		rep.Routes = d.Routes
 		rep.CleanGateway = d.CleanGateway != nil && *d.CleanGateway
 	}
-	for _, fam := range []int{4, 6} {
+	for _, fam := range []int64{v2beta1.IPv4, v2beta1.IPv6} {
 		var held []ledger.Record
 		for _, rec := range mine {
-			if rec.Holder.Interface == i.Name && family(rec.Addr) == fam {
+			if rec.Holder.Interface == i.Name && ipranges.Family(rec.Addr) == fam {
 				held = append(held, rec)
 			}
 		}
 		var cidr, pool, gw *string
-		if d != nil && fam == 4 {
+		if d != nil && fam == v2beta1.IPv4 {
 			cidr, pool, gw = d.IPv4, d.IPv4Pool, d.IPv4Gateway
 		} else if d != nil {
 			cidr, pool, gw = d.IPv6, d.IPv6Pool, d.IPv6Gateway
