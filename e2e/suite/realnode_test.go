@@ -2,6 +2,9 @@ package suite
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/e2e/local"
+	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/webhook/configs"
 )
@@ -246,6 +250,29 @@ var _ = describeFor(local.NodeKubelet, "a real node's container runtime", func()
 		Expect(running).To(HaveKeyWithValue("webhook", 2))
 	})
 })
+
+var _ = describeFor(local.NodeKubelet, "a real node", func() {
+	It("reports the releases its kubelet and containerd are built from, as kubectl get nodes shows them", func(ctx SpecContext) {
+		kubelet := pinned("node", "k8s.io/kubernetes")
+		containerd := pinned("containerd", "github.com/containerd/containerd/v2")
+		for _, n := range stack.Kubelets {
+			node := &corev1.Node{}
+			Expect(stack.Client.Get(ctx, client.ObjectKey{Name: n.Name()}, node)).To(Succeed())
+			Expect(node.Status.NodeInfo.KubeletVersion).To(Equal(kubelet), "node %s", n.Name())
+			Expect(node.Status.NodeInfo.ContainerRuntimeVersion).To(Equal("containerd://"+strings.TrimPrefix(containerd, "v")), "node %s", n.Name())
+		}
+	})
+})
+
+// pinned is the version of module that hack/tools/<tools>/go.mod requires.
+func pinned(tools, module string) string {
+	GinkgoHelper()
+	gomod, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "hack", "tools", tools, "go.mod"))
+	Expect(err).NotTo(HaveOccurred())
+	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(module) + ` (v\S+)`).FindSubmatch(gomod)
+	Expect(m).NotTo(BeNil(), "hack/tools/%s/go.mod requires %s", tools, module)
+	return string(m[1])
+}
 
 // lineOf is the line of a command's output that starts with id.
 func lineOf(output, id string) string {

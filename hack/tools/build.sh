@@ -40,6 +40,13 @@ declare -A tags=(
   [containerd-shim-runc-v2]="no_btrfs no_devmapper no_zfs"
   [ctr]="no_btrfs no_devmapper no_zfs"
 )
+# Binaries that report their version to the cluster (a node's VERSION column is its
+# kubelet's, its CONTAINER-RUNTIME its containerd's): stamped with the module's release
+# as the projects' own builds do, instead of the source's placeholder
+# (v0.0.0-master, 2.4.2+unknown).
+declare -A versioned=([kubelet]=k8s.io/kubernetes [kube-proxy]=k8s.io/kubernetes
+  [containerd]=github.com/containerd/containerd/v2 [containerd-shim-runc-v2]=github.com/containerd/containerd/v2
+  [ctr]=github.com/containerd/containerd/v2)
 # Static binaries where the tool allows it (containerd's shim runs in any mount namespace).
 declare -A nocgo=([containerd]=1 [containerd-shim-runc-v2]=1 [ctr]=1)
 declare -A groups=(
@@ -87,7 +94,20 @@ for tool in "${order[@]}"; do
   [ -n "$spec" ] || { echo "unknown tool $tool (known: ${!pkg[*]}; groups: ${!groups[*]})" >&2; exit 2; }
   mod=${spec%%:*}; p=${spec#*:}
   dir="$root/hack/tools/$mod"
-  want=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -c1-16)
+  ldflags=""
+  if [ -n "${versioned[$tool]:-}" ]; then
+    v=$(cd "$dir" && go list -m -f '{{.Version}}' "${versioned[$tool]}")
+    if [ "${versioned[$tool]}" = k8s.io/kubernetes ]; then
+      major=${v#v}; major=${major%%.*}; minor=${v#v*.}; minor=${minor%%.*}
+      for vp in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ldflags+=" -X $vp.gitVersion=$v -X $vp.gitMajor=$major -X $vp.gitMinor=$minor -X $vp.gitTreeState=clean"
+      done
+    else
+      ldflags=" -X ${versioned[$tool]}/version.Version=${v#v}"
+    fi
+  fi
+  # The stamp covers the flags too, where a tool has any (a change rebuilds it).
+  want=$( (cat "$dir/go.mod" "$dir/go.sum"; [ -z "$ldflags" ] || echo "$ldflags") | sha256sum | cut -c1-16)
   stamp="$bin/.$tool.stamp"
   if [ -x "$bin/$tool" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
     continue
@@ -100,8 +120,10 @@ for tool in "${order[@]}"; do
     (seccomp_env && cd "$dir" && CGO_ENABLED=1 go build "${args[@]}" -trimpath \
       -ldflags "-extldflags -static -X main.version=$(go list -m -f '{{.Version}}' github.com/opencontainers/runc | tr -d v)" "$p")
   elif [ -n "${nocgo[$tool]:-}" ]; then
+    [ -z "$ldflags" ] || args+=(-ldflags "${ldflags# }")
     (cd "$dir" && CGO_ENABLED=0 go build "${args[@]}" "$p")
   else
+    [ -z "$ldflags" ] || args+=(-ldflags "${ldflags# }")
     (cd "$dir" && go build "${args[@]}" "$p")
   fi
   echo "$want" > "$stamp"
