@@ -75,8 +75,9 @@ func (n *Node) sync(ctx context.Context, key string) error {
 	}
 	ips, err := n.setup(ctx, key, pod)
 	if err != nil {
-		// libcni's error already names the plugin and the verb, as the kubelet's does.
-		n.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+		// Worded as the kubelet reports containerd's error (libcni's already names the
+		// plugin and the verb), so that a page shows what users of either see.
+		n.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: rpc error: code = Unknown desc = %v", err)
 		if serr := n.reportCreating(ctx, pod); serr != nil {
 			return fmt.Errorf("%w; and reporting the pod's containers waiting: %v", err, serr)
 		}
@@ -130,7 +131,7 @@ func (n *Node) setup(ctx context.Context, key string, pod *corev1.Pod) ([]netip.
 		if derr := n.teardown(ctx, key, sb); derr != nil {
 			n.cfg.Log.Info("cleanup after failed ADD", "pod", key, "error", derr.Error())
 		}
-		return nil, err
+		return nil, fmt.Errorf("failed to setup network for sandbox %q: %w", sb.containerID, err)
 	}
 	sb.ready = true
 	n.setSandbox(key, sb)

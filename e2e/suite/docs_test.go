@@ -96,8 +96,13 @@ func runPageCommands(ctx context.Context, cmds []docs.Command, path ...string) {
 }
 
 var (
-	uuid    = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	address = regexp.MustCompile(`\b[0-9a-f]*[:.][0-9a-f:.]+(/[0-9]+)?\b`)
+	uuid = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	// A container's or sandbox's ID as containerd makes it.
+	containerID = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
+	// The suffix a controller gives its pods' names (nicpool-ipamd-x7k2p,
+	// nicpool-webhook-d49cfcf6f-dnlqx), from the alphabet of Kubernetes' random names.
+	generated = regexp.MustCompile(`-(?:[bcdfghjklmnpqrstvwxz2456789]{6,10}-)?[bcdfghjklmnpqrstvwxz2456789]{5}\b`)
+	address   = regexp.MustCompile(`\b[0-9a-f]*[:.][0-9a-f:.]+(/[0-9]+)?\b`)
 	// How often and over how long an Event was seen: (x4 over 2m3s).
 	repeated = regexp.MustCompile(`\(x[0-9]+ over [^)]*\)`)
 	// A count, or an age as kubectl prints it: 19s, 3m5s, 2d3h.
@@ -106,12 +111,14 @@ var (
 )
 
 // normalise keeps what a run of a page's commands shares with the page: names,
-// columns, interfaces, pools and messages, not UIDs, addresses, counts, ages or how
+// columns, interfaces, pools and messages, not UIDs, container IDs, generated pod names, addresses, counts, ages or how
 // often an Event repeated.
 func normalise(lines []string) []string {
 	var out []string
 	for _, l := range lines {
 		l = uuid.ReplaceAllString(l, "UID")
+		l = containerID.ReplaceAllString(l, "ID")
+		l = generated.ReplaceAllString(l, "-GEN")
 		l = repeated.ReplaceAllString(l, "")
 		l = address.ReplaceAllString(l, "ADDR")
 		l = number.ReplaceAllString(l, "N")

@@ -27,10 +27,15 @@ import (
 // describeFor registers a container of specs (Describe's arguments) for one kind of
 // node only.
 func describeFor(kind local.NodeKind, text string, args ...any) bool {
-	if nodeKind != kind && !(kind == local.NodeStandIn && nodeKind == "") {
+	if !onNodes(kind) {
 		return false
 	}
 	return Describe(text, append([]any{Label(string(kind))}, args...)...)
+}
+
+// onNodes says whether the suite runs on nodes of that kind.
+func onNodes(kind local.NodeKind) bool {
+	return nodeKind == kind || (kind == local.NodeStandIn && nodeKind == "")
 }
 
 // newNamespace creates a namespace for one spec and deletes it when the spec ends.

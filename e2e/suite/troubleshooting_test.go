@@ -20,17 +20,25 @@ import (
 	"github.com/nicpool/nicpool/docs"
 	"github.com/nicpool/nicpool/e2e/local"
 	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/webhook/configs"
 )
 
 // situations create what the blocks marked <!-- run: situation NAME --> inspect; the
 // spec of each then runs those blocks, in page order, and checks what they print.
-var situations = map[string]func(ctx SpecContext){
-	"shop": shopSituation,
+var situations = map[string]situation{
+	"shop": {create: shopSituation},
+	// nicpool installed from its manifests, as pods: only real nodes run them (the
+	// stand-ins run ipamd and the webhook as processes).
+	"installed": {create: installedSituation, only: local.NodeKubelet},
 }
 
-// The pages show what stand-in nodes print; a real kubelet words its sandbox error
-// differently.
-var _ = describeFor(local.NodeStandIn, "the documentation's situations", func() {
+type situation struct {
+	create func(ctx SpecContext)
+	// only is the kind of node that can create the situation; empty for both.
+	only local.NodeKind
+}
+
+var _ = Describe("the documentation's situations", func() {
 	It("has a spec for every situation the pages name", func() {
 		names, err := docs.Situations(testenv.RepoRoot())
 		Expect(err).NotTo(HaveOccurred())
@@ -40,13 +48,16 @@ var _ = describeFor(local.NodeStandIn, "the documentation's situations", func() 
 		}
 	})
 
-	for name, create := range situations {
+	for name, s := range situations {
+		if s.only != "" && !onNodes(s.only) {
+			continue
+		}
 		It("runs the commands of the situation "+name, NodeTimeout(20*time.Minute), func(ctx SpecContext) {
 			cmds, err := docs.SituationCommands(testenv.RepoRoot(), name)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(cmds).NotTo(BeEmpty(), "no page runs the situation %s", name)
 			ensureKubectl(ctx)
-			create(ctx)
+			s.create(ctx)
 			runPageCommands(ctx, cmds, kubectlNicpool(ctx))
 		})
 	}
@@ -62,6 +73,24 @@ func kubectlNicpool(ctx context.Context) string {
 	out, err := build.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "%s", out)
 	return dir
+}
+
+// installedSituation is nicpool as `kubectl apply -k` installed it: every replica of
+// ipamd's DaemonSet and of the webhook's Deployment ready and up to date (a spec that
+// rolled or killed one has let it settle).
+func installedSituation(ctx SpecContext) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		ds := &appsv1.DaemonSet{}
+		g.Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: configs.DefaultNamespace, Name: "nicpool-ipamd"}, ds)).To(Succeed())
+		g.Expect(ds.Status.DesiredNumberScheduled).To(BeEquivalentTo(len(stack.Kubelets)))
+		g.Expect(ds.Status.NumberReady).To(Equal(ds.Status.DesiredNumberScheduled), "ipamd pods ready")
+		g.Expect(ds.Status.UpdatedNumberScheduled).To(Equal(ds.Status.DesiredNumberScheduled), "ipamd pods up to date")
+		dep := &appsv1.Deployment{}
+		g.Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: configs.DefaultNamespace, Name: "nicpool-webhook"}, dep)).To(Succeed())
+		g.Expect(dep.Status.ReadyReplicas).To(BeEquivalentTo(2), "webhook replicas ready")
+		g.Expect(dep.Status.UpdatedReplicas).To(BeEquivalentTo(2), "webhook replicas up to date")
+	}).WithContext(ctx).Should(Succeed())
 }
 
 // shopSituation is docs/troubleshooting.md's cluster: in the namespace shop, a
