@@ -129,7 +129,7 @@ func (w *world) tearDown() {
 		}
 	}
 	wg.Wait()
-	if w.dir != "" {
+	if w.dir != "" && os.Getenv("NICPOOL_SCALE_KEEP_LOGS") == "" {
 		_ = os.RemoveAll(w.dir)
 	}
 }

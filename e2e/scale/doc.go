@@ -17,7 +17,10 @@
 // every host address of the subnet), NICPOOL_SCALE_SUBNET, NICPOOL_SCALE_MODE (socket
 // or exec), NICPOOL_SCALE_INFLIGHT (ADDs one node runs at once, 0 for all of its
 // pods), NICPOOL_SCALE_DEADLINE, NICPOOL_SCALE_STALL (end early when no pod got an
-// address for that long) and NICPOOL_SCALE_BACKOFF (Go durations),
+// address for that long), NICPOOL_SCALE_BACKOFF, NICPOOL_SCALE_ATTEMPT_TIMEOUT (the
+// caller's timeout of each ADD and DEL) and NICPOOL_SCALE_IMPATIENT (the first
+// attempt's timeout, doubling per attempt) (Go durations),
 // NICPOOL_SCALE_SAMPLE_EVERY (read the API server's counters each time this many more
-// pods hold an address).
+// pods hold an address). NICPOOL_SCALE_KEEP_LOGS=1 keeps the ipamd logs (the run's
+// temporary directory) after the run.
 package scale

@@ -16,7 +16,7 @@ import (
 // pod holding what it was given, the invariants holding and the control plane's
 // counters read; then, on a pool two addresses short, the two pods left over fail,
 // are retried as a kubelet retries, leave nothing behind, and the run ends once
-// nothing progresses.
+// nothing progresses; then callersGiveUp.
 func TestHarness(t *testing.T) {
 	env := testenv.StartT(t, testenv.Options{})
 	ctx := context.Background()
@@ -94,6 +94,42 @@ func TestHarness(t *testing.T) {
 			t.Errorf("invariants: %v", r.Invariants)
 		}
 	})
+
+	t.Run("callers give up", func(t *testing.T) { callersGiveUp(t, env) })
+}
+
+// Callers that give up at every stage of ipamd's work: each pod's first ADD and DEL
+// time out after a few milliseconds, the next ones after twice as long, and so on,
+// so that one pod's ADDs and DELs, retried as a kubelet retries them, overlap in
+// ipamd in every order, on more pods at once than ipamd works on. Once every pod has
+// an address it holds exactly one, the one it was given, nothing else is held, and
+// deleting every pod's sandbox frees every address and endpoint.
+func callersGiveUp(t *testing.T, env *testenv.Env) {
+	s := Scenario{Name: "give-up", Pods: 300, Nodes: 2, Subnet: netip.MustParsePrefix("10.53.0.0/16"), Size: 300, Mode: Socket,
+		Deadline: 10 * time.Minute, AttemptTimeout: PluginRequestTimeout, Impatient: 5 * time.Millisecond, Backoff: 50 * time.Millisecond, DeleteAll: true}
+	r, err := Run(context.Background(), env, bins, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range r.Lines() {
+		t.Log(l)
+	}
+	if r.Allocated != s.Pods || r.FirstAttemptFailed == 0 {
+		t.Errorf("%d of %d pods got an address, %d failed their first attempt; want all, and first attempts that gave up", r.Allocated, s.Pods, r.FirstAttemptFailed)
+	}
+	if a := r.Accounting; a.Records != s.Pods || a.Duplicates+a.Leaked+a.Mismatched != 0 {
+		t.Errorf("accounting: %d records for %d pods, %d duplicates, %d leaked, %d pods not holding what they were given: %q",
+			a.Records, s.Pods, a.Duplicates, a.Leaked, a.Mismatched, a.Examples)
+	}
+	if r.Invariants != nil {
+		t.Errorf("invariants: %v", r.Invariants)
+	}
+	if r.Undeleted != 0 {
+		t.Errorf("%d failed sandboxes could not be deleted", r.Undeleted)
+	}
+	if r.LeftRecords != 0 || r.LeftEndpoints != 0 {
+		t.Errorf("after every pod's sandbox was deleted, %d addresses and %d SpiderEndpoints are still held: %q", r.LeftRecords, r.LeftEndpoints, r.LeftExamples)
+	}
 }
 
 // The accounting finds each kind of problem it reports.

@@ -12,8 +12,9 @@ import (
 
 // outcome is what happened to one pod's sandbox.
 type outcome struct {
-	// Address is what the successful ADD returned ("" when none did).
-	Address string
+	// Address is what the successful ADD returned ("" when none did), Container
+	// the sandbox it was for.
+	Address, Container string
 	// Attempts counts the ADDs run; FirstFailed says the first of them failed.
 	Attempts    int
 	FirstFailed bool
@@ -21,14 +22,17 @@ type outcome struct {
 	Latency time.Duration
 	// Errors are the failed attempts' errors, oldest first.
 	Errors []error
+	// Undeleted are the failed sandboxes whose DEL never succeeded.
+	Undeleted []string
 }
 
 // kubelets plays the kubelet of every node: each pod's sandbox is set up at once
 // (at most InFlight at a time per node), and a sandbox whose ADD failed is torn down
-// (CNI DEL of its container) and retried with a new container after the kubelet's
-// backoff, until an ADD succeeds, the deadline passes or no pod has got an address
-// for s.Stall. allocated counts the pods holding an address, as they come. stalled
-// says the run ended for want of progress.
+// (CNI DEL of its container, called again after the backoff until it succeeds, as
+// the kubelet stops a sandbox before it creates the next) and retried with a new
+// container after the kubelet's backoff, until an ADD succeeds, the deadline passes
+// or no pod has got an address for s.Stall. allocated counts the pods holding an
+// address, as they come. stalled says the run ended for want of progress.
 func kubelets(s Scenario, w *world, rt runtime, allocated *atomic.Int64) (out []outcome, stalled bool) {
 	deadline := time.Now().Add(s.Deadline)
 	var progress atomic.Int64 // unix nanoseconds of the last pod to get an address
@@ -65,10 +69,12 @@ func kubelets(s Scenario, w *world, rt runtime, allocated *atomic.Int64) (out []
 					began = time.Now()
 				}
 				container := containerID(i, attempt)
-				addr, err := rt.add(context.Background(), p, container)
+				ctx, cancel := context.WithTimeout(context.Background(), s.timeout(attempt))
+				addr, err := rt.add(ctx, p, container)
+				cancel()
 				o.Attempts++
 				if err == nil {
-					o.Address, o.Latency = addr, time.Since(began)
+					o.Address, o.Container, o.Latency = addr, container, time.Since(began)
 					allocated.Add(1)
 					progress.Store(time.Now().UnixNano())
 				} else {
@@ -76,9 +82,7 @@ func kubelets(s Scenario, w *world, rt runtime, allocated *atomic.Int64) (out []
 					o.Errors = append(o.Errors, err)
 					// The runtime tears the failed sandbox down, then the pod
 					// worker backs off.
-					if derr := rt.del(context.Background(), p, container); derr != nil {
-						o.Errors = append(o.Errors, fmt.Errorf("DEL of the failed sandbox: %w", derr))
-					}
+					del(s, rt, p, container, attempt, o, deadline.Add(delGrace))
 				}
 				if slots[p.Node] != nil {
 					<-slots[p.Node]
@@ -96,6 +100,30 @@ func kubelets(s Scenario, w *world, rt runtime, allocated *atomic.Int64) (out []
 	}
 	wg.Wait()
 	return out, gaveUp.Load()
+}
+
+// delGrace is how long after the deadline the DEL of a failed sandbox is still
+// retried.
+const delGrace = time.Minute
+
+// del tears a failed sandbox down: CNI DEL until it succeeds or until, noting each
+// failure in o.
+func del(s Scenario, rt runtime, p Pod, container string, attempt int, o *outcome, until time.Time) {
+	for try := attempt; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout(try))
+		err := rt.del(ctx, p, container)
+		cancel()
+		if err == nil {
+			return
+		}
+		o.Errors = append(o.Errors, fmt.Errorf("DEL of the failed sandbox: %w", err))
+		pause := s.Backoff + time.Duration(rand.Int64N(int64(s.Backoff/2)+1))
+		if time.Now().Add(pause).After(until) {
+			o.Undeleted = append(o.Undeleted, container)
+			return
+		}
+		time.Sleep(pause) // the kubelet's own pause, not a synchronisation
+	}
 }
 
 // containerID is the sandbox of pod i's attempt, 64 hex digits like a runtime's.

@@ -7,12 +7,17 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/invariants"
+	"github.com/nicpool/nicpool/ipamd/service"
 )
 
 // Result is what one run observed.
@@ -58,6 +63,15 @@ type Result struct {
 	IpamdPeakRSS int64
 	// Load is the machine's load average at the end.
 	Load string
+	// Undeleted counts failed sandboxes whose DEL never succeeded (held for the
+	// runtime to tear down later).
+	Undeleted int
+	// Deleted says Scenario.DeleteAll ran: after every pod's sandbox was deleted,
+	// LeftRecords and LeftEndpoints are what the store still held for the run's
+	// pods (a leak), LeftExamples the first of them.
+	Deleted                    bool
+	LeftRecords, LeftEndpoints int
+	LeftExamples               []string
 }
 
 // scrapePause is the first pause before the control plane's counters are read again
@@ -94,10 +108,10 @@ func Run(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario) (
 	var plugin *execRuntime
 	switch s.Mode {
 	case Exec:
-		plugin = newExecRuntime(w, bins.Plugin, s.AttemptTimeout)
+		plugin = newExecRuntime(w, bins.Plugin)
 		rt = plugin
 	default:
-		rt = newSocketRuntime(w, s.AttemptTimeout)
+		rt = newSocketRuntime(w)
 	}
 	before, err := ReadCountersRetrying(ctx, env, 3, scrapePause)
 	if err != nil {
@@ -164,16 +178,104 @@ func Run(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario) (
 	if err != nil {
 		return nil, err
 	}
-	if r.Accounting, err = account(ctx, c, s.Name, w.pods, out); err != nil {
+	// A control plane still busy with the run may fail a read: try a few times.
+	if err := retry(ctx, func() (err error) {
+		r.Accounting, err = account(ctx, c, s.Name, w.pods, out)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	// Every pod of the run is alive and none was deleted: what holds at rest holds.
 	r.Invariants = invariants.Check(ctx, c, invariants.Options{Converged: true})
+	for _, o := range out {
+		r.Undeleted += len(o.Undeleted)
+	}
+	if s.DeleteAll {
+		if err := deleteAll(ctx, s, rt, w, out); err != nil {
+			return nil, err
+		}
+		if _, err := settle(ctx, env, settleTimeout); err != nil {
+			return nil, err
+		}
+		r.Deleted = true
+		if err := retry(ctx, func() error { return r.left(ctx, c, s.Name) }); err != nil {
+			return nil, err
+		}
+	}
 	if r.Largest, err = largestStored(ctx, env); err != nil {
 		return nil, err
 	}
 	r.Load = loadAverage()
 	return r, nil
+}
+
+// retry runs read up to 4 times, pausing 2 s, 4 s, 8 s between failures.
+func retry(ctx context.Context, read func() error) error {
+	pause := scrapePause
+	for try := 1; ; try++ {
+		err := read()
+		if err == nil || try == 4 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause): // a pause for the control plane, not a synchronisation
+		}
+		pause *= 2
+	}
+}
+
+// deleteAll deletes every pod's sandbox that got an address, as deleting the pods
+// does: CNI DEL of its container, called again until it succeeds.
+func deleteAll(ctx context.Context, s Scenario, rt runtime, w *world, out []outcome) error {
+	s.Impatient = 0 // a pod's deletion waits as long as the runtime lets it
+	var left atomic.Int64
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i, o := range out {
+		if o.Container == "" {
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			var scratch outcome
+			del(s, rt, w.pods[i], o.Container, 0, &scratch, time.Now().Add(2*time.Minute))
+			if len(scratch.Undeleted) > 0 {
+				left.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := left.Load(); n > 0 {
+		return fmt.Errorf("the DEL of %d pods' sandboxes never succeeded", n)
+	}
+	return ctx.Err()
+}
+
+// left counts the records and endpoints of the run's namespace.
+func (r *Result) left(ctx context.Context, c client.Client, namespace string) error {
+	held, err := heldAddresses(ctx, c, namespace)
+	if err != nil {
+		return err
+	}
+	var eps v2beta1.SpiderEndpointList
+	if err := c.List(ctx, &eps, client.InNamespace(namespace)); err != nil {
+		return err
+	}
+	r.LeftRecords, r.LeftEndpoints, r.LeftExamples = len(held), len(eps.Items), nil
+	for a, h := range held {
+		if len(r.LeftExamples) < 5 {
+			r.LeftExamples = append(r.LeftExamples, fmt.Sprintf("%s still held by pod %s interface %s", a, h.Pod, h.Interface))
+		}
+	}
+	for _, ep := range eps.Items {
+		if len(r.LeftExamples) < 10 {
+			r.LeftExamples = append(r.LeftExamples, fmt.Sprintf("SpiderEndpoint %s/%s still there, attachments %s", ep.Namespace, ep.Name, ep.Annotations[service.AttachmentsAnnotation]))
+		}
+	}
+	return nil
 }
 
 // sample reads the control plane's counters each time every more pods hold an

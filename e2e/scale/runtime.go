@@ -17,7 +17,8 @@ import (
 )
 
 // runtime is a node's container runtime as far as IPAM goes: CNI ADD for a new pod
-// sandbox, and CNI DEL when setting the sandbox up failed.
+// sandbox, and CNI DEL when setting the sandbox up failed. ctx's deadline is the
+// call's timeout (the plugin's request_timeout).
 type runtime interface {
 	add(ctx context.Context, p Pod, container string) (address string, err error)
 	del(ctx context.Context, p Pod, container string) error
@@ -32,10 +33,10 @@ func netns(p Pod) string { return "/var/run/netns/cni-" + p.UID }
 // socketRuntime calls each node's ipamd socket, as the plugin does.
 type socketRuntime struct{ clients []*api.Client }
 
-func newSocketRuntime(w *world, timeout time.Duration) *socketRuntime {
+func newSocketRuntime(w *world) *socketRuntime {
 	r := &socketRuntime{clients: make([]*api.Client, len(w.nodes))}
 	for n, d := range w.nodes {
-		r.clients[n] = api.NewClient(d.Socket, timeout)
+		r.clients[n] = api.NewClient(d.Socket, 0)
 	}
 	return r
 }
@@ -72,32 +73,36 @@ func (r *socketRuntime) del(ctx context.Context, p Pod, container string) error 
 // execRuntime runs the real CNI plugin binary once per call, as a container runtime
 // does, with the node's network configuration on stdin.
 type execRuntime struct {
-	plugin  string
-	nodes   []*binaries.Ipamd
-	timeout time.Duration
+	plugin string
+	nodes  []*binaries.Ipamd
 
 	mu    sync.Mutex
 	cpu   float64 // user+system seconds of every plugin run
 	execs int     // plugin runs
 }
 
-func newExecRuntime(w *world, plugin string, timeout time.Duration) *execRuntime {
-	return &execRuntime{plugin: plugin, nodes: w.nodes, timeout: timeout}
+func newExecRuntime(w *world, plugin string) *execRuntime {
+	return &execRuntime{plugin: plugin, nodes: w.nodes}
 }
 
 // conf is node n's network configuration: nicpool as the IPAM of a macvlan network,
 // its socket where a node has it, its request_timeout the attempt's bound. Every node
 // names the same path; the plugin finds where that node's run directory is on this
 // host from its environment, as the runtime sets it.
-func (r *execRuntime) conf() []byte {
+func (r *execRuntime) conf(timeout time.Duration) []byte {
 	return fmt.Appendf(nil, `{"cniVersion":"1.1.0","name":%q,"type":"macvlan","master":"eth0","ipam":{"type":"nicpool","ipam_unix_socket_path":%q,"request_timeout":%q}}`,
-		network, api.DefaultSocketPath, r.timeout.String())
+		network, api.DefaultSocketPath, timeout.String())
 }
 
 func (r *execRuntime) run(ctx context.Context, verb string, p Pod, container string) ([]byte, error) {
-	// The plugin bounds its own call to ipamd by request_timeout; the runtime bounds
-	// the whole call as the kubelet bounds RunPodSandbox.
-	ctx, cancel := context.WithTimeout(ctx, KubeletRuntimeRequestTimeout)
+	// The plugin bounds its own call to ipamd by request_timeout (ctx's deadline,
+	// at least the plugin's minimum of 1 s); the runtime bounds the whole call as the
+	// kubelet bounds RunPodSandbox.
+	timeout := PluginRequestTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(deadline).Round(time.Millisecond), time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), KubeletRuntimeRequestTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.plugin)
 	cmd.Env = []string{
@@ -107,7 +112,7 @@ func (r *execRuntime) run(ctx context.Context, verb string, p Pod, container str
 		// Where this node's /run/nicpool is on this host.
 		cniplugin.EnvRunDir + "=" + r.nodes[p.Node].RunDir,
 	}
-	cmd.Stdin = bytes.NewReader(r.conf())
+	cmd.Stdin = bytes.NewReader(r.conf(timeout))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -40,8 +40,16 @@ type Scenario struct {
 	// (0: never): a layout that cannot go on would otherwise retry every pod until
 	// the deadline.
 	Stall time.Duration
-	// AttemptTimeout bounds one ADD: the plugin's request_timeout (30 s by default).
+	// AttemptTimeout bounds one ADD or DEL: the plugin's request_timeout (30 s by
+	// default).
 	AttemptTimeout time.Duration
+	// Impatient, when set, is the first attempt's timeout instead, doubling with
+	// each attempt up to AttemptTimeout: callers that give up at every stage of
+	// ipamd's work, the retried ADDs and DELs of one pod overlapping in ipamd.
+	Impatient time.Duration
+	// DeleteAll: after the run, DEL every pod's sandbox as deleting the pods does,
+	// and count what the store still holds (Result.LeftAfterDelete).
+	DeleteAll bool
 	// Backoff is how long a kubelet waits before it retries a pod whose sandbox
 	// failed (10 s, jittered up to 50% more, in pod_workers.go).
 	Backoff time.Duration
@@ -111,7 +119,8 @@ func (s Scenario) FromEnv() (Scenario, error) {
 	durations := []struct {
 		key string
 		dst *time.Duration
-	}{{"NICPOOL_SCALE_DEADLINE", &s.Deadline}, {"NICPOOL_SCALE_BACKOFF", &s.Backoff}, {"NICPOOL_SCALE_STALL", &s.Stall}}
+	}{{"NICPOOL_SCALE_DEADLINE", &s.Deadline}, {"NICPOOL_SCALE_BACKOFF", &s.Backoff}, {"NICPOOL_SCALE_STALL", &s.Stall},
+		{"NICPOOL_SCALE_ATTEMPT_TIMEOUT", &s.AttemptTimeout}, {"NICPOOL_SCALE_IMPATIENT", &s.Impatient}}
 	for _, v := range durations {
 		if text, ok := os.LookupEnv(v.key); ok {
 			d, err := time.ParseDuration(text)
@@ -153,11 +162,27 @@ func (s Scenario) validate() error {
 	return err
 }
 
+// timeout bounds a pod's attempt-th call (0 first).
+func (s Scenario) timeout(attempt int) time.Duration {
+	if s.Impatient <= 0 {
+		return s.AttemptTimeout
+	}
+	t := s.Impatient << min(attempt, 30)
+	if s.AttemptTimeout > 0 && (t > s.AttemptTimeout || t <= 0) {
+		return s.AttemptTimeout
+	}
+	return t
+}
+
 // String describes the scenario in one line.
 func (s Scenario) String() string {
 	inflight := "all at once"
 	if s.InFlight > 0 {
 		inflight = fmt.Sprintf("at most %d at once per node", s.InFlight)
 	}
-	return fmt.Sprintf("%d pods, pool of %d (%s), %d ipamd, %s, ADDs %s, deadline %s", s.Pods, s.PoolSize(), s.Subnet, s.Nodes, s.Mode, inflight, s.Deadline)
+	timeout := "caller timeout " + s.AttemptTimeout.String()
+	if s.Impatient > 0 {
+		timeout = fmt.Sprintf("caller timeouts from %s doubling to %s", s.Impatient, s.AttemptTimeout)
+	}
+	return fmt.Sprintf("%d pods, pool of %d (%s), %d ipamd, %s, ADDs %s, %s, backoff %s, deadline %s", s.Pods, s.PoolSize(), s.Subnet, s.Nodes, s.Mode, inflight, timeout, s.Backoff, s.Deadline)
 }

@@ -11,6 +11,11 @@
 //	POST /v1/gc        GCRequest        → GCResponse         (CNI GC)
 //	POST /v1/status    StatusRequest    → StatusResponse     (CNI STATUS)
 //	GET  /healthz                       → 200 "ok"
+//
+// A request may say how long its caller waits for the answer in the header
+// HeaderTimeout (whole milliseconds). ipamd answers CNI code 11 (try again later) to
+// a request whose turn did not come in time, before the caller gives up, and does
+// nothing for it.
 package api
 
 // DefaultSocketPath is where ipamd listens unless configured otherwise.
@@ -25,6 +30,10 @@ const (
 	PathStatus   = "/v1/status"
 	PathHealthz  = "/healthz"
 )
+
+// HeaderTimeout is the request header saying how long, in milliseconds, the caller
+// waits for the answer.
+const HeaderTimeout = "Nicpool-Timeout-Ms"
 
 // Pod identifies the pod of a CNI call, from CNI_ARGS.
 type Pod struct {

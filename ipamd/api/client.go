@@ -120,7 +120,11 @@ func (c *Client) post(ctx context.Context, path string, body []byte) (status int
 	}()
 
 	var req bytes.Buffer
-	fmt.Fprintf(&req, "POST %s HTTP/1.0\r\nHost: ipamd\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, len(body))
+	fmt.Fprintf(&req, "POST %s HTTP/1.0\r\nHost: ipamd\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", path, len(body))
+	if deadline, ok := ctx.Deadline(); ok {
+		fmt.Fprintf(&req, "%s: %d\r\n", HeaderTimeout, max(time.Until(deadline).Milliseconds(), 1))
+	}
+	req.WriteString("\r\n")
 	req.Write(body)
 	if _, err := conn.Write(req.Bytes()); err != nil {
 		return 0, nil, fmt.Errorf("send %s request: %w", path, err)

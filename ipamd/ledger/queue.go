@@ -48,6 +48,11 @@ type request struct {
 	ops   []allocator.Op
 	adopt bool // claim the block for this node if no node has it
 	done  chan outcome
+	// sent: a write carrying the request's ops went out (under q.mu). From then on
+	// the request is answered only with what the block holds: a write may land
+	// after its caller's context ended, and a caller told "cancelled" would decide
+	// its next step without what landed.
+	sent bool
 }
 
 type outcome struct {
@@ -120,9 +125,10 @@ func (l *Ledger) read(ctx context.Context, q *queue) (*ipamv1alpha1.IPBlock, err
 
 // do applies ops to the block in one of its next writes and returns one result per op.
 // The error is for the whole request (block gone, API unreachable, ctx done); per-op
-// failures such as a full block are in the results. When ctx ends while a write is in
-// flight, the write may still land: every op is idempotent by owner, so the next
-// request repairs it.
+// failures such as a full block are in the results. A request whose ctx ends before
+// any write carried it is dropped (nothing written, ctx's error); once a write has
+// carried it, do answers what the block's writes made of it, however long ctx has
+// been over, so that its caller never decides on a write it does not know about.
 func (l *Ledger) do(ctx context.Context, q *queue, adopt bool, ops ...allocator.Op) ([]allocator.Result, error) {
 	req := &request{ctx: ctx, ops: ops, adopt: adopt, done: make(chan outcome, 1)}
 	q.mu.Lock()
@@ -137,8 +143,19 @@ func (l *Ledger) do(ctx context.Context, q *queue, adopt bool, ops ...allocator.
 	case out := <-req.done:
 		return out.results, out.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
+	q.mu.Lock()
+	for i, r := range q.pending {
+		if r == req {
+			q.pending = append(q.pending[:i:i], q.pending[i+1:]...)
+			q.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+	q.mu.Unlock()
+	// In the batch being written (or answered already): its outcome decides.
+	out := <-req.done
+	return out.results, out.err
 }
 
 func (l *Ledger) flush(q *queue) {
@@ -168,7 +185,7 @@ func (l *Ledger) commit(q *queue, batch []*request) {
 	}
 	serverFailures := 0
 	for attempt := 1; ; attempt++ {
-		batch = live(batch)
+		batch = q.live(batch)
 		if len(batch) == 0 {
 			return
 		}
@@ -191,8 +208,15 @@ func (l *Ledger) commit(q *queue, batch []*request) {
 			deliver(batch, results)
 			return
 		}
+		q.mu.Lock()
+		for _, r := range batch {
+			r.sent = true
+		}
+		q.mu.Unlock()
 		began := time.Now()
-		err = l.opts.Client.Patch(ctx, obj, client.MergeFromWithOptions(cur, client.MergeFromWithOptimisticLock{}))
+		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		err = l.opts.Client.Patch(wctx, obj, client.MergeFromWithOptions(cur, client.MergeFromWithOptimisticLock{}))
+		cancel()
 		took := time.Since(began)
 		q.mu.Lock()
 		if q.fastest == 0 || took < q.fastest {
@@ -288,11 +312,16 @@ func deliver(batch []*request, results [][]allocator.Result) {
 	}
 }
 
-// live drops requests whose caller has gone: nothing is written for them.
-func live(batch []*request) []*request {
+// live drops requests whose caller has gone and that no write carried yet: nothing is
+// written for them. A request a write carried stays to the end: that write may have
+// landed (a timeout, a conflict after it landed), and only the next attempt, on the
+// block as it is now, tells what it did.
+func (q *queue) live(batch []*request) []*request {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	out := batch[:0]
 	for _, r := range batch {
-		if r.ctx.Err() != nil {
+		if r.ctx.Err() != nil && !r.sent {
 			r.done <- outcome{err: r.ctx.Err()}
 			continue
 		}

@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -21,6 +23,10 @@ const (
 	// maxServerRetries bounds the retries of server-side failures (429, 503, timeouts).
 	maxServerRetries = 5
 	maxPause         = 2 * time.Second
+	// writeTimeout bounds one write of a block. Its requests wait for it whatever
+	// their callers do (see do), so it must end; a write that timed out may have
+	// landed, which the next attempt's compare-and-swap finds out.
+	writeTimeout = time.Minute
 )
 
 // conflictPause is the random pause before the re-read that follows the attempt-th
@@ -37,7 +43,8 @@ func serverRetry(err error, attempt int) (time.Duration, bool) {
 	if attempt >= maxServerRetries {
 		return 0, false
 	}
-	if apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) {
+	if apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) ||
+		errors.Is(err, context.DeadlineExceeded) {
 		return time.Duration(attempt) * 100 * time.Millisecond, true
 	}
 	return 0, false

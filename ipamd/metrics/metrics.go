@@ -30,12 +30,15 @@ const (
 	OutcomeReleased = "released"
 	OutcomeKept     = "kept" // a StatefulSet pod that will come back keeps its addresses
 	OutcomeNothing  = "nothing"
+	// OutcomeBusy: the caller left, or its announced patience ran out, before the
+	// request's turn came (CNI code 11); nothing was done.
+	OutcomeBusy = "busy"
 )
 
 var (
 	Allocations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nicpool_ipamd_allocations_total",
-		Help: "CNI ADD requests served, by outcome: allocated, existing, taken_over; or why it failed: exhausted, no_pool, invalid_request, try_again, error.",
+		Help: "CNI ADD requests served, by outcome: allocated, existing, taken_over; or why it failed: exhausted, no_pool, invalid_request, try_again, busy, error.",
 	}, []string{"outcome"})
 	AllocationDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "nicpool_ipamd_allocation_duration_seconds",
@@ -56,6 +59,10 @@ var (
 		Help:    "Time one CNI ADD spends in each phase: pools (choice and pool writes), endpoint (SpiderEndpoint write).",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 	}, []string{"phase"})
+	Waiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "nicpool_ipamd_requests_waiting",
+		Help: "ADDs and DELs waiting for their turn: their pod's earlier request, or a work slot.",
+	})
 	EndpointWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nicpool_ipamd_endpoint_writes_total",
 		Help: "SpiderEndpoint creates, updates and deletes, by result.",
@@ -86,12 +93,12 @@ func init() {
 	// Every outcome is served from the start at 0: Prometheus sees no increase in a
 	// series whose first sample is already 1, so the first failures would not count.
 	for _, o := range []string{OutcomeAllocated, OutcomeExisting, OutcomeTakenOver,
-		OutcomeExhausted, OutcomeNoPool, OutcomeInvalidRequest, OutcomeTryAgain, OutcomeError} {
+		OutcomeExhausted, OutcomeNoPool, OutcomeInvalidRequest, OutcomeTryAgain, OutcomeBusy, OutcomeError} {
 		Allocations.WithLabelValues(o)
 	}
-	for _, o := range []string{OutcomeReleased, OutcomeKept, OutcomeNothing, OutcomeError} {
+	for _, o := range []string{OutcomeReleased, OutcomeKept, OutcomeNothing, OutcomeBusy, OutcomeError} {
 		Releases.WithLabelValues(o)
 	}
 	crmetrics.Registry.MustRegister(Allocations, AllocationDuration, AllocationPhase, Releases, ReleaseDuration,
-		EndpointWrites)
+		EndpointWrites, Waiting)
 }

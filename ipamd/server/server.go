@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/nicpool/nicpool/ipamd/api"
@@ -52,7 +53,9 @@ func handle[Req, Resp any](mux *http.ServeMux, path string, ready func() bool, f
 			writeError(w, &api.Error{Code: api.CodeDecodingFailure, Message: "undecodable " + path + " request", Details: err.Error()})
 			return
 		}
-		resp, err := fn(r.Context(), req)
+		ctx, cancel := patience(r)
+		defer cancel()
+		resp, err := fn(ctx, req)
 		if err != nil {
 			var ae *api.Error
 			if !errors.As(err, &ae) {
@@ -64,6 +67,17 @@ func handle[Req, Resp any](mux *http.ServeMux, path string, ready func() bool, f
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(resp)
 	})
+}
+
+// patience is the request's context, ending a little before its caller gives up when
+// the caller said when (api.HeaderTimeout): the answer must reach it in time.
+func patience(r *http.Request) (context.Context, context.CancelFunc) {
+	ms, err := strconv.ParseInt(r.Header.Get(api.HeaderTimeout), 10, 64)
+	if err != nil || ms <= 0 || ms > int64(time.Hour/time.Millisecond) {
+		return context.WithCancel(r.Context())
+	}
+	wait := time.Duration(ms) * time.Millisecond
+	return context.WithTimeout(r.Context(), wait-min(wait/5, 2*time.Second))
 }
 
 func writeError(w http.ResponseWriter, e *api.Error) {

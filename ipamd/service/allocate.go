@@ -25,9 +25,6 @@ import (
 	"github.com/nicpool/nicpool/ipamd/selection"
 )
 
-// AddTimeout bounds one ADD's work, which goes on after its caller has given up.
-const AddTimeout = 2 * time.Minute
-
 // maxDecisions bounds how often one request re-decides after its endpoint changed
 // under it (another writer, a deleted and recreated endpoint).
 const maxDecisions = 8
@@ -50,14 +47,13 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 	if req.Pod.Namespace == "" || req.Pod.Name == "" {
 		return nil, cniError(api.CodeInvalidConfig, "K8S_POD_NAMESPACE and K8S_POD_NAME are required in CNI_ARGS", nil)
 	}
-	// The caller may give up (the plugin's request_timeout on a busy node) while the
-	// ledger commits what this ADD takes. Left there, the commit lands unseen: the
-	// runtime's DEL of the failed sandbox finds no record of its container, and the
-	// retry's ADD may take a second address. So the ADD runs to its end, recorded or
-	// undone, whatever the caller does; a DEL of the same pod waits for it (the pod's
-	// lock) and then releases what it recorded.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AddTimeout)
-	defer cancel()
+	t, err := s.begin(ctx, req.Pod.Namespace+"/"+req.Pod.Name)
+	if err != nil {
+		outcome = metrics.OutcomeBusy
+		return nil, err
+	}
+	defer t.done()
+	ctx = t.ctx
 	pod, err := s.pod(ctx, req.Pod)
 	if err != nil {
 		return nil, cniError(api.CodeTryAgainLater, "read pod "+req.Pod.Namespace+"/"+req.Pod.Name, err)
@@ -85,8 +81,6 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 		return nil, cniError(api.CodeNoPool, msg, nil)
 	}
 
-	unlock := s.locks.Lock(pod.Namespace + "/" + pod.Name)
-	defer unlock()
 	owner := allocator.Owner{Pod: pod.Namespace + "/" + pod.Name, PodUID: string(pod.UID), Interface: req.Interface}
 	// taken is what this request allocated, over every round: a failure gives it back.
 	var taken []held

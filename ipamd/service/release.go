@@ -40,8 +40,13 @@ func (s *Service) Release(ctx context.Context, req *api.ReleaseRequest) (resp *a
 		return resp, nil // nothing can be held under an empty name
 	}
 	key := types.NamespacedName{Namespace: req.Pod.Namespace, Name: req.Pod.Name}
-	unlock := s.locks.Lock(key.String())
-	defer unlock()
+	t, err := s.begin(ctx, key.String())
+	if err != nil {
+		outcome = metrics.OutcomeBusy
+		return nil, err
+	}
+	defer t.done()
+	ctx = t.ctx
 	pod, err := s.pod(ctx, req.Pod)
 	if err != nil {
 		return nil, cniError(api.CodeTryAgainLater, "read pod "+key.String(), err)
@@ -153,7 +158,7 @@ func (s *Service) forget(ctx context.Context, key types.NamespacedName, uid, ifa
 			err = s.Client.Delete(ctx, upd, client.Preconditions{UID: &uidp, ResourceVersion: &rv})
 			metrics.EndpointWrites.WithLabelValues("delete", result(err)).Inc()
 			if err == nil || apierrors.IsNotFound(err) {
-				s.remember(key, nil)
+				s.removed(key, uidp)
 				return nil
 			}
 		} else {

@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
@@ -77,18 +78,26 @@ type Service struct {
 	Ledger *ledger.Ledger
 	Events events.EventRecorder // may be nil
 	Log    logr.Logger
+	// InFlight bounds the ADDs and DELs worked on at once (DefaultInFlight when 0).
+	InFlight int
 
-	locks keyedMutex
+	locks     keyedMutex
+	waiting   atomic.Int64 // requests waiting for their turn
+	slotsOnce sync.Once
+	work      chan struct{} // one token per request at work
 
 	epMu sync.Mutex
 	// written holds the endpoints this process wrote last, ahead of the cache.
 	written map[types.NamespacedName]*v2beta1.SpiderEndpoint
+	// gone holds the object UIDs of endpoints this process saw deleted, until the
+	// cache has heard of it.
+	gone map[types.NamespacedName]types.UID
 }
 
 // New returns a service; see the fields for what each argument is.
 func New(node string, cache client.Reader, c client.Client, fresh client.Reader, l *ledger.Ledger, rec events.EventRecorder, log logr.Logger) *Service {
 	return &Service{Node: node, Cache: cache, Client: c, Fresh: fresh, Ledger: l, Events: rec, Log: log,
-		written: map[types.NamespacedName]*v2beta1.SpiderEndpoint{}}
+		written: map[types.NamespacedName]*v2beta1.SpiderEndpoint{}, gone: map[types.NamespacedName]types.UID{}}
 }
 
 // cniError builds the error the server answers with.
@@ -262,7 +271,9 @@ func (s *Service) releaseAll(ctx context.Context, owner allocator.Owner, ep *v2b
 }
 
 // endpoint returns the newest copy of the pod's endpoint this process knows: the
-// cached one or the one it last wrote. nil when there is none.
+// cached one or the one it last wrote, whichever is newer (resource versions of one
+// resource are ordered, across a delete and a re-create too). A copy of an endpoint
+// this process saw deleted is none. nil when there is none.
 func (s *Service) endpoint(ctx context.Context, key types.NamespacedName) (*v2beta1.SpiderEndpoint, error) {
 	ep := &v2beta1.SpiderEndpoint{}
 	err := s.Cache.Get(ctx, key, ep)
@@ -273,8 +284,15 @@ func (s *Service) endpoint(ctx context.Context, key types.NamespacedName) (*v2be
 	}
 	s.epMu.Lock()
 	defer s.epMu.Unlock()
+	if uid, ok := s.gone[key]; ok {
+		if ep != nil && ep.UID == uid {
+			ep = nil // the cache has not heard of its deletion yet
+		} else {
+			delete(s.gone, key)
+		}
+	}
 	w := s.written[key]
-	if w != nil && (ep == nil || (ep.UID == w.UID && rvNewer(w.ResourceVersion, ep.ResourceVersion))) {
+	if w != nil && (ep == nil || rvNewer(w.ResourceVersion, ep.ResourceVersion)) {
 		return w, nil
 	}
 	if w != nil {
@@ -288,7 +306,13 @@ func (s *Service) freshEndpoint(ctx context.Context, key types.NamespacedName) (
 	ep := &v2beta1.SpiderEndpoint{}
 	if err := s.Fresh.Get(ctx, key, ep); err != nil {
 		if apierrors.IsNotFound(err) {
-			s.remember(key, nil)
+			// Whatever the cache still holds under this name is gone.
+			cached := &v2beta1.SpiderEndpoint{}
+			if s.Cache.Get(ctx, key, cached) == nil {
+				s.removed(key, cached.UID)
+			} else {
+				s.remember(key, nil)
+			}
 			return nil, nil
 		}
 		return nil, err
@@ -297,6 +321,7 @@ func (s *Service) freshEndpoint(ctx context.Context, key types.NamespacedName) (
 	return ep, nil
 }
 
+// remember keeps the copy of an endpoint this process wrote or read last (nil: none).
 func (s *Service) remember(key types.NamespacedName, ep *v2beta1.SpiderEndpoint) {
 	s.epMu.Lock()
 	defer s.epMu.Unlock()
@@ -305,6 +330,15 @@ func (s *Service) remember(key types.NamespacedName, ep *v2beta1.SpiderEndpoint)
 		return
 	}
 	s.written[key] = ep
+}
+
+// removed notes that the endpoint of object UID uid under key no longer exists, so
+// that a cache that has not heard of it yet does not bring it back.
+func (s *Service) removed(key types.NamespacedName, uid types.UID) {
+	s.epMu.Lock()
+	defer s.epMu.Unlock()
+	delete(s.written, key)
+	s.gone[key] = uid
 }
 
 func rvNewer(a, b string) bool {
@@ -372,40 +406,3 @@ var errEndpointMoved = errors.New("SpiderEndpoint changed meanwhile")
 // errEndpointReserved refuses an ADD: the pod's name holds the endpoint of a
 // StatefulSet ordinal that comes back, and the pod is no pod of that StatefulSet.
 var errEndpointReserved = errors.New("the pod's SpiderEndpoint is reserved for a StatefulSet pod")
-
-// keyedMutex serialises the requests of one pod within this process: two CNI calls
-// for the same pod (a retry while the first is still running, two interfaces)
-// decide on the same endpoint one after the other.
-type keyedMutex struct {
-	mu    sync.Mutex
-	locks map[string]*keyedLock
-}
-
-type keyedLock struct {
-	mu   sync.Mutex
-	refs int
-}
-
-func (k *keyedMutex) Lock(key string) func() {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[string]*keyedLock{}
-	}
-	l := k.locks[key]
-	if l == nil {
-		l = &keyedLock{}
-		k.locks[key] = l
-	}
-	l.refs++
-	k.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		k.mu.Lock()
-		l.refs--
-		if l.refs == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
-}

@@ -245,7 +245,7 @@ func (s *Service) discard(ctx context.Context, ep *v2beta1.SpiderEndpoint) error
 	case err != nil && !apierrors.IsNotFound(err):
 		return err
 	}
-	s.remember(client.ObjectKeyFromObject(ep), nil)
+	s.removed(client.ObjectKeyFromObject(ep), uid)
 	return nil
 }
 
