@@ -9,13 +9,11 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/scheme"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/webhook/capacity"
 	"github.com/nicpool/nicpool/webhook/configs"
@@ -49,14 +47,7 @@ const (
 // NewScheme returns the scheme nicpool's webhook serves: core Kubernetes types,
 // spiderpool.spidernet.io/v2beta1, nicpool's ipam.nicpool.io/v1alpha1 and Multus'
 // NetworkAttachmentDefinitions.
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(v2beta1.AddToScheme(s))
-	utilruntime.Must(ipamv1alpha1.AddToScheme(s))
-	utilruntime.Must(nadv1.AddToScheme(s))
-	return s
-}
+func NewScheme() *runtime.Scheme { return scheme.New(nadv1.AddToScheme) }
 
 // Options tune admission.
 type Options struct {

@@ -14,14 +14,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
-	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/scheme"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/daemon"
@@ -65,7 +62,7 @@ func run(nodeName, socket, metricsAddr, healthAddr string, qps float32, burst in
 	}
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.UserAgent = "nicpool-ipamd/" + nodeName
-	d, err := daemon.New(cfg, daemon.Options{NodeName: nodeName, SocketPath: socket, Scheme: scheme(), Log: ctrl.Log.WithName("ipamd"), AllocationOrder: order})
+	d, err := daemon.New(cfg, daemon.Options{NodeName: nodeName, SocketPath: socket, Scheme: scheme.New(), Log: ctrl.Log.WithName("ipamd"), AllocationOrder: order})
 	if err != nil {
 		return err
 	}
@@ -109,19 +106,4 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler) {
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		ctrl.Log.WithName("ipamd").Error(err, "HTTP server stopped", "address", addr)
 	}
-}
-
-// scheme knows core Kubernetes types, spiderpool's and nicpool's IPBlock.
-func scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v2beta1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := ipamv1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
 }

@@ -17,7 +17,6 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -25,6 +24,7 @@ import (
 	"github.com/nicpool/nicpool/crds"
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/scheme"
 )
 
 // Options tune the control plane.
@@ -59,24 +59,9 @@ type Env struct {
 	stopErr  error
 }
 
-// NewScheme returns a scheme with core Kubernetes types and nicpool's types (the
-// spiderpool API and nicpool's own storage API).
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v2beta1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := ipamv1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := apiextensionsv1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
+// NewScheme returns nicpool's scheme (crds/scheme) with CustomResourceDefinitions,
+// which the tests install and read.
+func NewScheme() *runtime.Scheme { return scheme.New(apiextensionsv1.AddToScheme) }
 
 // RepoRoot is the module root of nicpool, found from this source file (or, in a
 // binary built with -trimpath, from the working directory).

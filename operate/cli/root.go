@@ -13,12 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
-	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/scheme"
 )
 
 // Exit codes of the command.
@@ -88,15 +86,7 @@ cluster, 2 when it could not run.`,
 }
 
 // Scheme knows the kinds the commands read and write.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v2beta1.AddToScheme, ipamv1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}
+func Scheme() *runtime.Scheme { return scheme.New(apiextensionsv1.AddToScheme) }
 
 func (o *options) restConfig() (*rest.Config, error) {
 	cfg, err := o.flags.ToRESTConfig()
