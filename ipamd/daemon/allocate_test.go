@@ -35,13 +35,13 @@ func TestFiveNodesFillPoolOfExactly500(t *testing.T) {
 		ds = append(ds, d)
 	}
 	ps := make([]*corev1.Pod, pods)
-	parallel(pods, func(i int) {
+	parallel(t, pods, func(i int) {
 		ps[i] = createPod(t, "fill", fmt.Sprintf("pod-%d", i), fmt.Sprintf("fill-node-%d", i%nodes),
 			withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["fill-500"]}]`))
 	})
 	got := make([]string, pods)
 	errs := make([]error, pods)
-	parallel(pods, func(i int) {
+	parallel(t, pods, func(i int) {
 		r, err := ds[i%nodes].Service.Allocate(ctx, addReq(ps[i], "eth0", fmt.Sprintf("c-%d", i)))
 		errs[i] = err
 		if err == nil {
@@ -75,7 +75,7 @@ func TestFiveNodesFillPoolOfExactly500(t *testing.T) {
 	checkInvariants(t, false)
 
 	deletePod(t, extra)
-	parallel(pods, func(i int) {
+	parallel(t, pods, func(i int) {
 		deletePod(t, ps[i])
 		if i%2 == 1 {
 			return // no DEL: left to the garbage collector
@@ -134,7 +134,7 @@ func TestRetriesNeverTakeASecondAddress(t *testing.T) {
 			t.Fatalf("retry got %v (%v), want %v", addresses(again), err, addresses(first))
 		}
 	}
-	parallel(10, func(int) {
+	parallel(t, 10, func(int) {
 		again, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "c1"))
 		if err != nil || strings.Join(addresses(again), ",") != strings.Join(addresses(first), ",") {
 			t.Errorf("concurrent retry got %v (%v), want %v", addresses(again), err, addresses(first))

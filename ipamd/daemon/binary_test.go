@@ -38,7 +38,7 @@ func TestBinaryKilledMidAllocationAndRestarted(t *testing.T) {
 	createPool(t, "bin", "10.87.0.0/16", []string{"10.87.0.1-10.87.0.100"})
 	const n = 100
 	pods := make([]*corev1.Pod, n)
-	parallel(n, func(i int) {
+	parallel(t, n, func(i int) {
 		pods[i] = createPod(t, "bin", fmt.Sprintf("p-%d", i), "bin-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["bin"]}]`))
 	})
 	sock := filepath.Join(t.TempDir(), "ipamd.sock")
@@ -73,7 +73,7 @@ func TestBinaryKilledMidAllocationAndRestarted(t *testing.T) {
 		_ = first.Process.Signal(syscall.SIGKILL)
 		close(killed)
 	}()
-	parallel(n, func(i int) {
+	parallel(t, n, func(i int) {
 		if _, err := c.Allocate(ctx, addReq(pods[i], "eth0", "c")); err == nil {
 			answered.Add(1)
 			once.Do(func() { close(firstAnswer) })
@@ -84,7 +84,7 @@ func TestBinaryKilledMidAllocationAndRestarted(t *testing.T) {
 	t.Logf("%d of %d ADDs answered before the kill; the pool then held %d addresses", answered.Load(), n, len(records(t, "bin")))
 
 	start()
-	parallel(n, func(i int) {
+	parallel(t, n, func(i int) {
 		if _, err := c.Allocate(ctx, addReq(pods[i], "eth0", "c")); err != nil {
 			t.Errorf("ADD of pod %d after the restart: %v", i, err)
 		}
@@ -112,7 +112,7 @@ func TestBinaryKilledMidAllocationAndRestarted(t *testing.T) {
 			t.Errorf("metrics lack %s", m)
 		}
 	}
-	parallel(n, func(i int) {
+	parallel(t, n, func(i int) {
 		deletePod(t, pods[i])
 		if _, err := c.Release(ctx, delReq(pods[i], "eth0", "c")); err != nil {
 			t.Errorf("DEL of pod %d: %v", i, err)

@@ -106,9 +106,9 @@ func TestKilledMidAllocationRepairedByNextAddAndDel(t *testing.T) {
 	sel := withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["kill"]}]`)
 	const n = 60
 	pods := make([]*corev1.Pod, n)
-	parallel(n, func(i int) { pods[i] = createPod(t, "kill", fmt.Sprintf("p-%d", i), "kill-node", sel) })
+	parallel(t, n, func(i int) { pods[i] = createPod(t, "kill", fmt.Sprintf("p-%d", i), "kill-node", sel) })
 	victim, kill := startDaemon(t, "kill-node")
-	parallel(n, func(i int) {
+	parallel(t, n, func(i int) {
 		rctx, cancel := context.WithTimeout(ctx, time.Duration(rand.IntN(40))*time.Millisecond)
 		defer cancel()
 		_, _ = victim.Service.Allocate(rctx, addReq(pods[i], "eth0", "c"))
@@ -119,7 +119,7 @@ func TestKilledMidAllocationRepairedByNextAddAndDel(t *testing.T) {
 	// next ADD or DEL repairs it, and the checks below run after them.
 	d, _ := startDaemon(t, "kill-node")
 	seen := map[string]bool{}
-	parallel(n, func(i int) {
+	parallel(t, n, func(i int) {
 		r, err := d.Service.Allocate(ctx, addReq(pods[i], "eth0", "c"))
 		if err != nil {
 			t.Errorf("ADD of pod %d after the kill: %v", i, err)
@@ -137,7 +137,7 @@ func TestKilledMidAllocationRepairedByNextAddAndDel(t *testing.T) {
 		t.Errorf("%d pods hold addresses, want %d", len(seen), n)
 	}
 	checkInvariants(t, false)
-	parallel(n, func(i int) {
+	parallel(t, n, func(i int) {
 		deletePod(t, pods[i])
 		if _, err := d.Service.Release(ctx, delReq(pods[i], "eth0", "c")); err != nil {
 			t.Errorf("DEL of pod %d: %v", i, err)

@@ -2,10 +2,10 @@ package daemon_test
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,15 +30,10 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	var err error
-	env, err = testenv.Start(testenv.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, func(s *testenv.Setup) (err error) {
+		env, err = s.Start(testenv.Options{})
+		return err
+	})
 }
 
 // startDaemon starts an in-process ipamd for node; it stops when the test ends or
@@ -225,12 +220,29 @@ func addresses(r *api.AllocateResponse) []string {
 }
 
 // parallel runs f(i) for i in [0, n) at once and waits.
-func parallel(n int, f func(i int)) {
+// parallel runs f(0) … f(n-1) at once. A call that ends the test (t.Fatal ends only
+// its own goroutine) ends it here, once all have returned, so that no later step reads
+// what that call did not make.
+func parallel(t testing.TB, n int, f func(i int)) {
+	t.Helper()
 	var wg sync.WaitGroup
+	var fatal atomic.Bool
 	for i := range n {
-		wg.Go(func() { f(i) })
+		wg.Go(func() {
+			returned := false
+			defer func() {
+				if !returned {
+					fatal.Store(true)
+				}
+			}()
+			f(i)
+			returned = true
+		})
 	}
 	wg.Wait()
+	if fatal.Load() {
+		t.FailNow()
+	}
 }
 
 type v2beta1SpiderIPPool = v2beta1.SpiderIPPool

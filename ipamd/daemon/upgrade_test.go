@@ -53,7 +53,7 @@ func upgradeFromPoolStatus(tb testing.TB, name, prefix16 string, n int) time.Dur
 	had := make([]string, n) // pod i's address (CIDR, as ADD answers)
 	base := netip.MustParseAddr(prefix16 + ".0.3")
 	sem := make(chan struct{}, 32)
-	parallel(n, func(i int) {
+	parallel(tb, n, func(i int) {
 		sem <- struct{}{}
 		defer func() { <-sem }()
 		// Every other address: the new layout must skip the holes' neighbours.
@@ -86,7 +86,7 @@ func upgradeFromPoolStatus(tb testing.TB, name, prefix16 string, n int) time.Dur
 	began := time.Now()
 	d, _ := startDaemon(tb, node)
 	got := make([]string, n)
-	parallel(n, func(i int) {
+	parallel(tb, n, func(i int) {
 		sem <- struct{}{}
 		defer func() { <-sem }()
 		got[i] = addAll(tb, d.Service, pods[i], "eth0")["eth0"]
