@@ -23,6 +23,9 @@ import (
 	"github.com/nicpool/nicpool/e2e/testenv"
 )
 
+// TestMain discards controller-runtime's log (see testenv.Main).
+func TestMain(m *testing.M) { testenv.Main(m, nil) }
+
 // The checked-in CRD YAML and deepcopy code must be what controller-gen makes from the
 // types now; otherwise `make generate` was forgotten.
 func TestGeneratedFilesAreCurrent(t *testing.T) {

@@ -2,20 +2,16 @@ package manifests_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 
-	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/e2e/testenv"
@@ -29,15 +25,17 @@ var (
 	envErr  error
 )
 
+// TestMain stops the control plane if a test started it (see controlPlane).
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(logr.Discard())
-	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop control plane:", err)
-		}
-	}
-	os.Exit(code)
+	testenv.Main(m, func(s *testenv.Setup) error {
+		s.Defer(func() error {
+			if env == nil {
+				return nil
+			}
+			return env.Stop()
+		})
+		return nil
+	})
 }
 
 // controlPlane starts one kube-apiserver for the package, with cert-manager's and the

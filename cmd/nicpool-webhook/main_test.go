@@ -26,6 +26,9 @@ import (
 	"github.com/nicpool/nicpool/webhook/configs"
 )
 
+// TestMain discards controller-runtime's log (see testenv.Main).
+func TestMain(m *testing.M) { testenv.Main(m, nil) }
+
 // Self-managed certificates on a real API server: the webhook generates its CA and
 // serving certificate, injects the CA into nicpool's webhook configurations, serves,
 // and rotates a short-lived serving certificate while pods keep being admitted.

@@ -42,65 +42,54 @@ var suite struct {
 // logName is the plugin's log file in LogDir.
 const logName = "nicpool-cni.log"
 
-func TestMain(m *testing.M) {
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "integration:", err)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, setup) }
 
-// run sets the suite up, runs the tests and tears everything down, whatever fails.
-func run(m *testing.M) (int, error) {
+// setup starts what the tests share; testenv.Main tears it down, whatever fails.
+func setup(s *testenv.Setup) error {
 	work, err := os.MkdirTemp("", "nicpool-cni-")
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer os.RemoveAll(work)
+	s.Defer(func() error { return os.RemoveAll(work) })
 	suite.work = work
 	suite.binDir = filepath.Join(work, "bin")
 	suite.runDir, suite.logDir = filepath.Join(work, "run"), filepath.Join(work, "log")
 	suite.logFile = filepath.Join(suite.logDir, logName)
 	if err := os.Setenv(cniplugin.EnvRunDir, suite.runDir); err != nil {
-		return 0, err
+		return err
 	}
 	if err := os.Setenv(cniplugin.EnvLogDir, suite.logDir); err != nil {
-		return 0, err
+		return err
 	}
 	if err := installPlugins(suite.binDir); err != nil {
-		return 0, err
+		return err
 	}
 	suite.cni = libcni.NewCNIConfigWithCacheDir([]string{suite.binDir}, filepath.Join(work, "cache"), nil)
 
-	env, err := testenv.Start(testenv.Options{})
+	env, err := s.Start(testenv.Options{})
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer env.Stop()
 	suite.env = env
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}
 	if err := env.Client.Create(context.Background(), ns); err != nil {
-		return 0, fmt.Errorf("create namespace %s: %w", testNamespace, err)
+		return fmt.Errorf("create namespace %s: %w", testNamespace, err)
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
 	if err := env.Client.Create(context.Background(), node); err != nil {
-		return 0, fmt.Errorf("create node %s: %w", nodeName, err)
+		return fmt.Errorf("create node %s: %w", nodeName, err)
 	}
 
-	suite.node, err = newNode()
-	if err != nil {
-		return 0, err
+	if suite.node, err = newNode(); err != nil {
+		return err
 	}
-	defer suite.node.close()
+	s.Defer(func() error { suite.node.close(); return nil })
 
-	suite.ipamd, err = startIPAMD(work, env)
-	if err != nil {
-		return 0, err
+	if suite.ipamd, err = startIPAMD(work, env); err != nil {
+		return err
 	}
-	defer suite.ipamd.stop()
-
-	return m.Run(), nil
+	s.Defer(func() error { suite.ipamd.stop(); return nil })
+	return nil
 }
 
 // installPlugins puts the plugins a runtime would find in its CNI bin directory: the

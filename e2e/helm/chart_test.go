@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -450,6 +449,4 @@ func configuration(t *testing.T, kubeconfig string) *action.Configuration {
 	return cfg
 }
 
-func TestMain(m *testing.M) {
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testenv.Main(m, nil) }

@@ -11,10 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/e2e/binaries"
@@ -33,28 +31,14 @@ var (
 
 // TestMain starts the package's one control plane and a directory for the binaries.
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	// The benchmarks' caches log through controller-runtime; their figures are the output.
-	logf.SetLogger(logr.Discard())
-	var err error
-	if binDir, err = os.MkdirTemp("", "nicpool-memory-bin-"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(binDir)
-	if env, err = testenv.Start(testenv.Options{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop control plane:", err)
+	testenv.Main(m, func(s *testenv.Setup) (err error) {
+		if binDir, err = os.MkdirTemp("", "nicpool-memory-bin-"); err != nil {
+			return err
 		}
-	}()
-	return m.Run()
+		s.Defer(func() error { return os.RemoveAll(binDir) })
+		env, err = s.Start(testenv.Options{})
+		return err
+	})
 }
 
 // writer is a client without client-side rate limiting, to fill the API server fast.

@@ -12,6 +12,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
@@ -215,4 +216,16 @@ func (e *Env) Stop() error {
 // Namespace creates a namespace with labels.
 func (e *Env) Namespace(ctx context.Context, name string, labels map[string]string) error {
 	return e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
+}
+
+// Main is the TestMain of a package whose tests share one webhook environment: it
+// starts it with opts into *env, runs the tests and stops it (see testenv.Main).
+func Main(m *testing.M, env **Env, opts configs.Options) {
+	testenv.Main(m, func(s *testenv.Setup) (err error) {
+		if *env, err = Start(opts); err != nil {
+			return err
+		}
+		s.Defer((*env).Stop)
+		return nil
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
@@ -35,34 +33,21 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	log.SetLogger(logr.Discard())
-	var err error
-	env, err = testenv.Start(testenv.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer env.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ipamd, err = daemon.New(env.Config, daemon.Options{NodeName: node, Scheme: testenv.NewScheme(), Log: logr.Discard()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if _, err := ipamd.Start(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	testenv.Main(m, func(s *testenv.Setup) (err error) {
+		if env, err = s.Start(testenv.Options{}); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		s.Defer(func() error { cancel(); return nil })
+		if err := env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}); err != nil {
+			return err
+		}
+		if ipamd, err = daemon.New(env.Config, daemon.Options{NodeName: node, Scheme: testenv.NewScheme(), Log: logr.Discard()}); err != nil {
+			return err
+		}
+		_, err = ipamd.Start(ctx)
+		return err
+	})
 }
 
 // kubectl runs `kubectl nicpool args…` against the test's API server as its admin, and

@@ -3,7 +3,6 @@ package configs_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -20,20 +19,8 @@ import (
 
 var env *webhooktest.Env
 
-func TestMain(m *testing.M) {
-	var err error
-	// Exactly the configurations the manifests are generated from.
-	env, err = webhooktest.Start(configs.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop:", err)
-	}
-	os.Exit(code)
-}
+// TestMain serves exactly the configurations the manifests are generated from.
+func TestMain(m *testing.M) { webhooktest.Main(m, &env, configs.Options{}) }
 
 func TestConfigurationsFailClosedAndAreScoped(t *testing.T) {
 	m, v := configs.Configurations(configs.Options{CABundle: []byte("ca")})

@@ -2,9 +2,7 @@ package pod_test
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,17 +24,7 @@ var env *webhooktest.Env
 func TestMain(m *testing.M) {
 	// Decisions log as in production (zap, info level); the lines are not needed here.
 	logf.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	var err error
-	env, err = webhooktest.Start(configs.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop:", err)
-	}
-	os.Exit(code)
+	webhooktest.Main(m, &env, configs.Options{})
 }
 
 // testPool describes a pool the tests create.

@@ -2,8 +2,6 @@ package pool_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -25,19 +23,7 @@ import (
 
 var env *webhooktest.Env
 
-func TestMain(m *testing.M) {
-	var err error
-	env, err = webhooktest.Start(configs.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { webhooktest.Main(m, &env, configs.Options{}) }
 
 func newPool(name, subnet string, ips ...string) *v2beta1.SpiderIPPool {
 	return &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v2beta1.IPPoolSpec{Subnet: subnet, IPs: ips}}

@@ -14,14 +14,12 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
-	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nicpool/nicpool/cniplugin"
@@ -45,54 +43,40 @@ const (
 	parent = "uplink"
 )
 
-func TestMain(m *testing.M) {
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "integration:", err)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, setup) }
 
-func run(m *testing.M) (int, error) {
-	log.SetLogger(logr.Discard())
+func setup(s *testenv.Setup) error {
 	work, err := os.MkdirTemp("", "nicpool-migrate-")
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer os.RemoveAll(work)
+	s.Defer(func() error { return os.RemoveAll(work) })
 	suite.work, suite.binDir, suite.runDir = work, filepath.Join(work, "bin"), filepath.Join(work, "run")
 	// The plugin's /run/nicpool and /var/log/nicpool, on this host.
 	for k, v := range map[string]string{cniplugin.EnvRunDir: suite.runDir, cniplugin.EnvLogDir: filepath.Join(work, "log")} {
 		if err := os.MkdirAll(v, 0o700); err != nil {
-			return 0, err
+			return err
 		}
 		if err := os.Setenv(k, v); err != nil {
-			return 0, err
+			return err
 		}
 	}
 	if err := installPlugins(suite.binDir); err != nil {
-		return 0, err
+		return err
 	}
-	env, err := testenv.Start(testenv.Options{ExtraCRDs: []*apiextensionsv1.CustomResourceDefinition{cluster.NetworkAttachmentDefinitionCRD()}})
-	if err != nil {
-		return 0, err
+	if suite.env, err = s.Start(testenv.Options{ExtraCRDs: []*apiextensionsv1.CustomResourceDefinition{cluster.NetworkAttachmentDefinitionCRD()}}); err != nil {
+		return err
 	}
-	defer env.Stop()
-	suite.env = env
 	if err := installSpiderpoolCRDs(context.Background()); err != nil {
-		return 0, err
+		return err
 	}
 	node, err := newNode()
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer func() {
-		_ = node.Close()
-		_ = testutils.UnmountNS(node)
-	}()
+	s.Defer(func() error { return errors.Join(node.Close(), testutils.UnmountNS(node)) })
 	suite.node = node
-	return m.Run(), nil
+	return nil
 }
 
 // installPlugins puts in dir what a node of a migrated cluster has: nicpool's plugin
