@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -449,4 +450,6 @@ func configuration(t *testing.T, kubeconfig string) *action.Configuration {
 	return cfg
 }
 
-func TestMain(m *testing.M) { testenv.Main(m, nil) }
+func TestMain(m *testing.M) {
+	os.Exit(m.Run())
+}
