@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -20,6 +21,9 @@ type Ipamd struct {
 	RunDir, Socket string
 	// Health serves /readyz and /healthz, Metrics serves /metrics (host:port).
 	Health, Metrics string
+
+	bin, kubeconfig string
+	env             []string
 }
 
 // StartIpamd runs nicpool-ipamd for node as the DaemonSet runs it (flags, Go runtime
@@ -31,30 +35,57 @@ func StartIpamd(bin, kubeconfig, node, runDir string) (*Ipamd, error) {
 	if err != nil {
 		return nil, err
 	}
-	health, err := FreeAddr()
-	if err != nil {
-		return nil, err
+	d := &Ipamd{Node: node, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(api.DefaultSocketPath)), bin: bin, kubeconfig: kubeconfig, env: env}
+	return d, d.start()
+}
+
+// start runs the process on two loopback ports free right now. Another process may
+// take one of them before ipamd binds it: WaitReady starts again on new ports then.
+func (d *Ipamd) start() (err error) {
+	if d.Health, err = FreeAddr(); err != nil {
+		return err
 	}
-	metrics, err := FreeAddr()
-	if err != nil {
-		return nil, err
+	if d.Metrics, err = FreeAddr(); err != nil {
+		return err
 	}
-	d := &Ipamd{Node: node, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(api.DefaultSocketPath)), Health: health, Metrics: metrics}
-	d.Process, err = Start("nicpool-ipamd "+node, bin, env, filepath.Join(runDir, "ipamd.log"),
-		"--kubeconfig", kubeconfig, "--node-name", node, "--socket", d.Socket,
-		"--metrics-bind-address", metrics, "--health-probe-bind-address", health)
-	if err != nil {
-		return nil, err
-	}
-	return d, nil
+	d.Process, err = Start("nicpool-ipamd "+d.Node, d.bin, d.env, filepath.Join(d.RunDir, "ipamd.log"),
+		"--kubeconfig", d.kubeconfig, "--node-name", d.Node, "--socket", d.Socket,
+		"--metrics-bind-address", d.Metrics, "--health-probe-bind-address", d.Health)
+	return err
+}
+
+// portRaces bounds the restarts of an ipamd that lost one of its ports.
+const portRaces = 3
+
+// lostPort reports whether the log says a port was taken before ipamd bound it.
+func (d *Ipamd) lostPort() bool {
+	b, _ := os.ReadFile(d.Log)
+	return strings.Contains(string(b), "address already in use") &&
+		(strings.Contains(string(b), d.Health) || strings.Contains(string(b), d.Metrics))
 }
 
 // WaitReady waits until /readyz answers: the caches have synced and the socket
 // serves.
+// An ipamd whose health or metrics port was taken before it bound it (it logs the
+// bind error and serves on) is stopped and started again on new ports.
 func (d *Ipamd) WaitReady(timeout time.Duration) error {
-	return d.WaitFor("to be ready (/readyz)", timeout, func(ctx context.Context) error {
-		return HTTPOK(ctx, "http://"+d.Health+"/readyz")
-	})
+	for race := 0; ; race++ {
+		lost := false
+		err := d.WaitFor("to be ready (/readyz)", timeout, func(ctx context.Context) error {
+			if race < portRaces && d.lostPort() {
+				lost = true
+				return nil
+			}
+			return HTTPOK(ctx, "http://"+d.Health+"/readyz")
+		})
+		if err != nil || !lost {
+			return err
+		}
+		d.Stop(30 * time.Second)
+		if err := d.start(); err != nil {
+			return err
+		}
+	}
 }
 
 // HTTPOK is nil when url answers 200.
