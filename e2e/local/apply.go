@@ -15,8 +15,7 @@ import (
 )
 
 // Apply creates every object of the given YAML files, in order; objects that exist
-// already are left as they are. NetworkAttachmentDefinitions get the ipam section of
-// the IPAM in use.
+// already are left as they are.
 func (s *Stack) Apply(ctx context.Context, files ...string) ([]string, error) {
 	var created []string
 	for _, f := range files {
@@ -29,11 +28,6 @@ func (s *Stack) Apply(ctx context.Context, files ...string) ([]string, error) {
 			return created, fmt.Errorf("%s: %w", f, err)
 		}
 		for _, o := range objs {
-			if o.GetKind() == "NetworkAttachmentDefinition" {
-				if err := s.adaptNetworkAttachment(o); err != nil {
-					return created, fmt.Errorf("%s: %s: %w", f, o.GetName(), err)
-				}
-			}
 			if o.GetNamespace() == "" && o.GetKind() != "SpiderIPPool" && o.GetKind() != "Namespace" {
 				o.SetNamespace("default")
 			}
@@ -44,17 +38,6 @@ func (s *Stack) Apply(ctx context.Context, files ...string) ([]string, error) {
 		}
 	}
 	return created, nil
-}
-
-func (s *Stack) adaptNetworkAttachment(o *unstructured.Unstructured) error {
-	config, found, err := unstructured.NestedString(o.Object, "spec", "config")
-	if err != nil || !found {
-		return err
-	}
-	if config, err = s.adaptNetworkConfig(config); err != nil {
-		return err
-	}
-	return unstructured.SetNestedField(o.Object, config, "spec", "config")
 }
 
 // Decode splits a multi-document YAML stream into objects, skipping empty documents.

@@ -28,9 +28,6 @@ type Options struct {
 	Kubeconfig string
 	// Nodes is the number of node stand-ins (default 3).
 	Nodes int
-	// IPAM is the IPAM plugin of the networks; empty picks nicpool when its binaries are
-	// built, else host-local. Real nodes always run nicpool.
-	IPAM IPAM
 	// Node says what plays the nodes: stand-ins (default) or real kubelets.
 	Node NodeKind
 	// Out receives progress lines; nil discards them.
@@ -47,8 +44,7 @@ type Stack struct {
 	Kubelets []*kubelet.Node
 	// NodeKind is what plays the nodes.
 	NodeKind NodeKind
-	IPAM     IPAM
-	// Webhook is the nicpool-webhook process (IPAM nicpool).
+	// Webhook is the nicpool-webhook process.
 	Webhook *cluster.Process
 	// Dir holds the state of the run.
 	Dir string
@@ -82,15 +78,9 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 	if opts.Node == "" {
 		opts.Node = NodeStandIn
 	}
-	s = &Stack{Dir: opts.Dir, IPAM: opts.IPAM, NodeKind: opts.Node, nodeCount: opts.Nodes, out: opts.Out, binDir: testenv.BinDir(), ipamd: map[string]*cluster.Process{}}
+	s = &Stack{Dir: opts.Dir, NodeKind: opts.Node, nodeCount: opts.Nodes, out: opts.Out, binDir: testenv.BinDir(), ipamd: map[string]*cluster.Process{}}
 	if s.out == nil {
 		s.out = io.Discard
-	}
-	if s.IPAM == "" {
-		s.IPAM = detectIPAM()
-	}
-	if s.NodeKind == NodeKubelet {
-		s.IPAM = IPAMNicpool
 	}
 	if s.Dir == "" {
 		if s.Dir, err = os.MkdirTemp("", "nicpool-local-"); err != nil {
@@ -119,21 +109,19 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 	if s.Cluster, err = cluster.Start(ctx, cluster.Options{Dir: filepath.Join(s.Dir, "cluster"), Kubeconfig: opts.Kubeconfig}); err != nil {
 		return s, err
 	}
-	if s.IPAM == IPAMNicpool {
-		s.progress("nicpool: building the plugin, ipamd and webhook; starting the webhook with self-managed certificates")
-		if err := s.buildNicpool(ctx); err != nil {
-			return s, err
-		}
-		if err := s.startWebhook(ctx); err != nil {
-			return s, err
-		}
+	s.progress("nicpool: building the plugin, ipamd and webhook; starting the webhook with self-managed certificates")
+	if err := s.buildNicpool(ctx); err != nil {
+		return s, err
+	}
+	if err := s.startWebhook(ctx); err != nil {
+		return s, err
 	}
 	for i := range opts.Nodes {
 		if err := s.addNode(ctx, i); err != nil {
 			return s, err
 		}
 	}
-	s.progress("node stand-ins: %d ready, IPAM %s", len(s.Nodes), s.IPAM)
+	s.progress("node stand-ins: %d ready", len(s.Nodes))
 	s.remember()
 	return s, nil
 }
@@ -160,16 +148,6 @@ func (s *Stack) upKubelet(ctx context.Context, opts Options) error {
 	}
 	s.progress("nicpool: ipamd ready on %d nodes, webhook available", len(s.Kubelets))
 	return nil
-}
-
-// detectIPAM picks nicpool when this checkout has its commands.
-func detectIPAM() IPAM {
-	for _, c := range nicpoolCommands {
-		if _, err := os.Stat(filepath.Join(testenv.RepoRoot(), "cmd", c, "main.go")); err != nil {
-			return IPAMHostLocal
-		}
-	}
-	return IPAMNicpool
 }
 
 func (s *Stack) addNode(ctx context.Context, i int) error {
@@ -206,16 +184,11 @@ func (s *Stack) addNode(ctx context.Context, i int) error {
 		return err
 	}
 	s.Nodes = append(s.Nodes, n)
-	if s.IPAM == IPAMNicpool {
-		p, err := s.startIpamd(ctx, name, dir, runDir)
-		if p != nil {
-			s.ipamd[name] = p
-		}
-		if err != nil {
-			return err
-		}
+	p, err := s.startIpamd(ctx, name, dir, runDir)
+	if p != nil {
+		s.ipamd[name] = p
 	}
-	return nil
+	return err
 }
 
 func (s *Stack) logFile(path string) (logr.Logger, error) {

@@ -89,9 +89,6 @@ func invariantViolations(ctx context.Context) []string {
 			bad = append(bad, fmt.Sprintf("I4: %s in pool %s belongs to pod %s (%s), which is gone", addr, r.Pool, a.Pod, a.PodUID))
 		}
 	}
-	if stack.IPAM != local.IPAMNicpool {
-		return bad
-	}
 	for _, p := range livePods {
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 			continue

@@ -60,7 +60,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	examples := testenv.RepoRoot() + "/examples/"
 	_, err = stack.Apply(ctx, examples+local.ExamplePools, examples+local.ExampleNetworks)
 	Expect(err).NotTo(HaveOccurred())
-	GinkgoWriter.Printf("cluster state in %s, nodes %s, IPAM %s\n", stack.Dir, stack.NodeKind, stack.IPAM)
+	GinkgoWriter.Printf("cluster state in %s, nodes %s\n", stack.Dir, stack.NodeKind)
 }, NodeTimeout(10*time.Minute))
 
 var _ = ReportAfterEach(func(r SpecReport) {
