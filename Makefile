@@ -13,14 +13,16 @@ export PATH := $(BIN):$(PATH)
 NODE ?= standin
 NODE_DEPS := $(if $(filter kubelet,$(NODE)),tools-node images)
 
-# Binaries of nicpool itself.
-CMDS := nicpool nicpool-ipamd nicpool-webhook nicpool-local kubectl-nicpool
+# Binaries of nicpool itself: the CNI plugin, ipamd, the webhook (the images carry
+# these three) and the kubectl plugin. The local cluster's command, nicpool-local, is
+# built by the targets that run it.
+CMDS := nicpool nicpool-ipamd nicpool-webhook kubectl-nicpool
 # How they are built: static, as build/*.Dockerfile builds them, because the images
 # carry these very binaries and have no libc (manifests/dockerfile_test.go checks both
 # lines agree).
 GO_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w"
 
-.PHONY: tools-runc all build test unit e2e test-real bench bench-scale fuzz generate verify-generate tools tools-node lint run up down clean help
+.PHONY: tools-runc all build local test e2e test-real bench bench-scale fuzz generate tools tools-node lint run up down clean help
 
 all: build
 
@@ -36,9 +38,14 @@ tools-runc: ## build runc into bin/ (hack/images' tests run the images with it; 
 tools-node: ## build what real nodes run into bin/: kubelet, kube-proxy, kubectl, containerd, ctr, runc, CNI loopback
 	hack/tools/build.sh node
 
-build: ## build nicpool's binaries into bin/
+build: ## build nicpool's binaries into bin/: nicpool (the CNI plugin), nicpool-ipamd, nicpool-webhook, kubectl-nicpool
 	@mkdir -p $(BIN)
-	@for c in $(CMDS); do if [ -d cmd/$$c ]; then $(GO_BUILD) -o $(BIN)/$$c ./cmd/$$c; fi; done
+	$(GO_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+
+# local: bin/nicpool-local, the command behind run, up and image-import.
+local:
+	@mkdir -p $(BIN)
+	$(GO_BUILD) -o $(BIN)/nicpool-local ./cmd/nicpool-local
 
 generate: tools ## regenerate deepcopy code and CRD YAML from crds/api
 	$(BIN)/controller-gen object:headerFile=hack/boilerplate.go.txt paths=./crds/api/...
@@ -75,10 +82,10 @@ lint: ## golangci-lint (built from hack/tools/lint on first use), go vet and gof
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(BIN)/golangci-lint run ./...
 
-run: tools build $(NODE_DEPS) ## local cluster (3 nodes, NODE=standin|kubelet) with nicpool, sample pools, NADs and a multi-NIC StatefulSet; Ctrl-C stops it
+run: tools build local $(NODE_DEPS) ## local cluster (3 nodes, NODE=standin|kubelet) with nicpool, sample pools, NADs and a multi-NIC StatefulSet; Ctrl-C stops it
 	$(BIN)/nicpool-local run --node $(NODE)
 
-up: tools build $(NODE_DEPS) ## the same as run, in the background; returns when ready (kubeconfig .local/kubeconfig)
+up: tools build local $(NODE_DEPS) ## the same as run, in the background; returns when ready (kubeconfig .local/kubeconfig)
 	$(BIN)/nicpool-local up --node $(NODE)
 
 down: ## stop what `make up` started
@@ -128,7 +135,7 @@ images: build ## build the images without Docker: dist/images/<image>.tar, OCI, 
 # image-import IMAGE=<name> IMAGE_REF=<ref>: one image for the host's platform, named
 # IMAGE_REF, into dist/tilt/<name>.tar, imported into every node of the running
 # `make up NODE=kubelet` (Tilt's custom_build in mode kubelet).
-image-import: build
+image-import: build local
 	@[ -n "$(IMAGE)" ] && [ -n "$(IMAGE_REF)" ] || { echo "usage: make image-import IMAGE=<name> IMAGE_REF=<reference>"; exit 2; }
 	$(GO) run ./hack/images/cmd -bin $(BIN) -out dist/tilt -platforms $(HOST_PLATFORM) -ref $(IMAGE_REF) $(IMAGE)
 	$(BIN)/nicpool-local import dist/tilt/$(IMAGE).tar

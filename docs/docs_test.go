@@ -177,6 +177,32 @@ func chartValues(t *testing.T) map[string]bool {
 	return out
 }
 
+// Every name .PHONY declares is a target of the Makefile, so that the list says which
+// targets make runs whatever files exist, and no more.
+func TestPhonyNamesTargets(t *testing.T) {
+	data, err := os.ReadFile(page("Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := makeTargets(t)
+	phony := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		names, ok := strings.CutPrefix(line, ".PHONY:")
+		if !ok {
+			continue
+		}
+		for _, name := range strings.Fields(names) {
+			phony++
+			if !targets[name] {
+				t.Errorf(".PHONY names %q, which the Makefile does not define", name)
+			}
+		}
+	}
+	if phony == 0 {
+		t.Error("the Makefile declares no .PHONY target")
+	}
+}
+
 func makeTargets(t *testing.T) map[string]bool {
 	t.Helper()
 	f, err := os.Open(page("Makefile"))
