@@ -173,9 +173,9 @@ func (p *Plugin) Del(args *CmdArgs) error {
 		return err
 	}
 	defer done()
-	// DEL must finish even for a sandbox whose arguments are incomplete: ipamd finds
-	// the reservation by container and interface, so a malformed CNI_ARGS only loses
-	// the pod's name.
+	// DEL must finish even for a sandbox whose arguments are incomplete: without the
+	// pod's name ipamd finds no reservation and answers that nothing was released; the
+	// garbage collector releases the addresses once the pod is gone.
 	pod, _ := ParseArgs(args.Args)
 	log := c.log
 	if pod.Pod.Name != "" {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 )
@@ -114,7 +115,7 @@ func Apply(r *Range, status *v2beta1.IPPoolStatus, ops []Op) ([]Result, bool) {
 					continue
 				}
 				a, err := netip.ParseAddr(key)
-				if err != nil || (len(op.Addrs) > 0 && !contains(op.Addrs, a)) {
+				if err != nil || (len(op.Addrs) > 0 && !slices.Contains(op.Addrs, a)) {
 					continue
 				}
 				delete(recs, key)
@@ -171,13 +172,4 @@ func HeldIn(recs v2beta1.PoolIPAllocations, o Owner) (netip.Addr, bool) {
 		}
 	}
 	return best, best.IsValid()
-}
-
-func contains(list []netip.Addr, a netip.Addr) bool {
-	for _, b := range list {
-		if a == b {
-			return true
-		}
-	}
-	return false
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
@@ -61,7 +62,7 @@ func Apply(r *allocator.Range, blk netip.Prefix, st *v1alpha1.IPBlockStatus, ops
 					continue
 				}
 				a, err := netip.ParseAddr(key)
-				if err != nil || (len(op.Addrs) > 0 && !contains(op.Addrs, a)) {
+				if err != nil || (len(op.Addrs) > 0 && !slices.Contains(op.Addrs, a)) {
 					continue
 				}
 				delete(recs, key)
@@ -126,13 +127,4 @@ func next(addrs []netip.Addr, recs v2beta1.PoolIPAllocations, last string) (neti
 // Held returns the address owner holds in a block's records, if any.
 func Held(st *v1alpha1.IPBlockStatus, o allocator.Owner) (netip.Addr, bool) {
 	return allocator.HeldIn(st.Allocations, o)
-}
-
-func contains(list []netip.Addr, a netip.Addr) bool {
-	for _, b := range list {
-		if a == b {
-			return true
-		}
-	}
-	return false
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,7 +58,7 @@ func Indexes(ctx context.Context, idx Indexer) error {
 		b := o.(*ipamv1alpha1.IPBlock)
 		var out []string
 		for _, rec := range b.Status.Allocations {
-			if !contains(out, rec.PodUID) {
+			if !slices.Contains(out, rec.PodUID) {
 				out = append(out, rec.PodUID)
 			}
 		}
@@ -235,15 +236,6 @@ func (l *Ledger) poolRange(ctx context.Context, pool string, blk netip.Prefix) (
 		return nil, nil, err
 	}
 	return v.rng, refusal(v), nil
-}
-
-func contains[T comparable](list []T, x T) bool {
-	for _, y := range list {
-		if x == y {
-			return true
-		}
-	}
-	return false
 }
 
 // newer reports whether resourceVersion a is later than b. resourceVersions are opaque

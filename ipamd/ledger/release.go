@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"sync"
 
@@ -42,7 +43,7 @@ func (l *Ledger) held(ctx context.Context, ps *poolState, v *poolView, owner all
 			if !owner.Holds(rec) {
 				continue
 			}
-			if a, err := netip.ParseAddr(key); err == nil && !contains(out, a) {
+			if a, err := netip.ParseAddr(key); err == nil && !slices.Contains(out, a) {
 				out = append(out, a)
 			}
 		}

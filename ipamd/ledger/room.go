@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -97,7 +98,7 @@ func (l *Ledger) PoolsHolding(ctx context.Context, uid string) ([]string, error)
 	}
 	var out []string
 	for _, b := range list.Items {
-		if !contains(out, b.Spec.Pool) {
+		if !slices.Contains(out, b.Spec.Pool) {
 			out = append(out, b.Spec.Pool)
 		}
 	}
@@ -108,7 +109,7 @@ func (l *Ledger) PoolsHolding(ctx context.Context, uid string) ([]string, error)
 	}
 	l.mu.Unlock()
 	for _, q := range queues {
-		if contains(out, q.pool) {
+		if slices.Contains(out, q.pool) {
 			continue
 		}
 		q.mu.Lock()

@@ -460,12 +460,3 @@ func (c *Collector) apply(ctx context.Context, snap Snapshot, plan Plan, res *Re
 	})
 	return errors.Join(errs...)
 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
