@@ -16,8 +16,8 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/endpoint"
 	"github.com/nicpool/nicpool/ipamd/ledger"
-	"github.com/nicpool/nicpool/ipamd/service"
 )
 
 // fixture is the cluster state a measurement runs against: Pools pools of
@@ -113,10 +113,10 @@ func populate(tb testing.TB, c client.Client, f fixture) {
 	inParallel(tb, f.pods(), func(k int) error {
 		p, i := k/f.PerPool, k%f.PerPool
 		cidr, pool := f.address(p, i).String()+"/16", f.pool(p)
-		atts, _ := json.Marshal(map[string]service.Attachment{"eth0": {ContainerID: fmt.Sprintf("%064x", k), Network: "macvlan"}})
+		atts, _ := json.Marshal(map[string]endpoint.Attachment{"eth0": {ContainerID: fmt.Sprintf("%064x", k), Network: "macvlan"}})
 		ep := &v2beta1.SpiderEndpoint{
 			ObjectMeta: metav1.ObjectMeta{Namespace: f.namespace(), Name: f.pod(p, i),
-				Annotations: map[string]string{service.AttachmentsAnnotation: string(atts)}},
+				Annotations: map[string]string{endpoint.AttachmentsAnnotation: string(atts)}},
 			Status: v2beta1.WorkloadEndpointStatus{
 				Current: v2beta1.PodIPAllocation{UID: uids[k], Node: f.node(i),
 					IPs: []v2beta1.IPAllocationDetail{{Interface: "eth0", IPv4: &cidr, IPv4Pool: &pool}}},

@@ -16,8 +16,8 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/ipamd/endpoint"
 	"github.com/nicpool/nicpool/ipamd/invariants"
-	"github.com/nicpool/nicpool/ipamd/service"
 )
 
 // Result is what one run observed.
@@ -272,7 +272,7 @@ func (r *Result) left(ctx context.Context, c client.Client, namespace string) er
 	}
 	for _, ep := range eps.Items {
 		if len(r.LeftExamples) < 10 {
-			r.LeftExamples = append(r.LeftExamples, fmt.Sprintf("SpiderEndpoint %s/%s still there, attachments %s", ep.Namespace, ep.Name, ep.Annotations[service.AttachmentsAnnotation]))
+			r.LeftExamples = append(r.LeftExamples, fmt.Sprintf("SpiderEndpoint %s/%s still there, attachments %s", ep.Namespace, ep.Name, ep.Annotations[endpoint.AttachmentsAnnotation]))
 		}
 	}
 	return nil

@@ -13,7 +13,7 @@ import (
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/ipamd/api"
-	"github.com/nicpool/nicpool/ipamd/service"
+	"github.com/nicpool/nicpool/ipamd/endpoint"
 )
 
 // Issue 10, finding 1: whoever may write a SpiderEndpoint in their own namespace names
@@ -35,9 +35,9 @@ func TestForgedEndpointReleasesNothingOfAnotherPod(t *testing.T) {
 
 	forge := func(name string) {
 		t.Helper()
-		atts, _ := json.Marshal(map[string]service.Attachment{"eth0": {ContainerID: "gone", Network: "net-eth0"}})
+		atts, _ := json.Marshal(map[string]endpoint.Attachment{"eth0": {ContainerID: "gone", Network: "net-eth0"}})
 		ep := &v2beta1.SpiderEndpoint{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "forge-evil", Name: name, Annotations: map[string]string{service.AttachmentsAnnotation: string(atts)}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "forge-evil", Name: name, Annotations: map[string]string{endpoint.AttachmentsAnnotation: string(atts)}},
 			Status:     victimEP.Status, // the victim's UID, node and addresses
 		}
 		if err := env.Client.Create(ctx, ep); err != nil {

@@ -1,23 +1,17 @@
-// Package service is ipamd's allocation logic for one (pod UID, interface) at a time:
-// pool choice, allocation and release through the pool committer, the pod's
-// SpiderEndpoint, StatefulSet takeover, CNI CHECK, GC and STATUS. It reads from
-// informer caches and writes through the store; the HTTP server is a thin shell on it.
-//
-// Besides the spiderpool API, ipamd records on each SpiderEndpoint the annotation
-// ipam.nicpool.io/attachments: a JSON object interface → {containerID, network}, the
-// CNI attachment that holds the interface's addresses. CNI GC compares it with the
-// runtime's valid attachments, and a DEL for an older container of the same interface
-// (a sandbox replaced meanwhile) releases nothing.
+// Package service serves the CNI verbs of one node, one (pod UID, interface) at a
+// time, one verb per file: ADD (add.go, with the StatefulSet takeover in takeover.go),
+// DEL, CHECK, GC and STATUS. It reads from informer caches, allocates and releases
+// through the ledger and writes the pods' SpiderEndpoints through ipamd/endpoint; the
+// HTTP server is a thin shell on it.
 package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -34,18 +28,9 @@ import (
 	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/endpoint"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
-
-// AttachmentsAnnotation is ipamd's record, on a SpiderEndpoint, of which CNI
-// attachment holds each interface: {"eth0":{"containerID":"…","network":"…"}}.
-const AttachmentsAnnotation = "ipam.nicpool.io/attachments"
-
-// Attachment is one value of AttachmentsAnnotation.
-type Attachment struct {
-	ContainerID string `json:"containerID"`
-	Network     string `json:"network"`
-}
 
 // IndexEndpointNode indexes endpoints by status.current.node; Indexes registers it.
 const IndexEndpointNode = "status.current.node"
@@ -86,18 +71,13 @@ type Service struct {
 	slotsOnce sync.Once
 	work      chan struct{} // one token per request at work
 
-	epMu sync.Mutex
-	// written holds the endpoints this process wrote last, ahead of the cache.
-	written map[types.NamespacedName]*v2beta1.SpiderEndpoint
-	// gone holds the object UIDs of endpoints this process saw deleted, until the
-	// cache has heard of it.
-	gone map[types.NamespacedName]types.UID
+	endpoints *endpoint.Store
 }
 
 // New returns a service; see the fields for what each argument is.
 func New(node string, cache client.Reader, c client.Client, fresh client.Reader, l *ledger.Ledger, rec events.EventRecorder, log logr.Logger) *Service {
 	return &Service{Node: node, Cache: cache, Client: c, Fresh: fresh, Ledger: l, Events: rec, Log: log,
-		written: map[types.NamespacedName]*v2beta1.SpiderEndpoint{}, gone: map[types.NamespacedName]types.UID{}}
+		endpoints: endpoint.NewStore(cache, fresh, c)}
 }
 
 // cniError builds the error the server answers with.
@@ -189,7 +169,7 @@ func (s *Service) heldBy(ctx context.Context, owner allocator.Owner, ep *v2beta1
 		candidates = append(candidates, pool)
 	}
 	for _, n := range candidates {
-		if !contains(names, n) {
+		if !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
@@ -268,107 +248,6 @@ func (s *Service) releaseAll(ctx context.Context, owner allocator.Owner, ep *v2b
 		}
 	}
 	return released, nil
-}
-
-// endpoint returns the newest copy of the pod's endpoint this process knows: the
-// cached one or the one it last wrote, whichever is newer (resource versions of one
-// resource are ordered, across a delete and a re-create too). A copy of an endpoint
-// this process saw deleted is none. nil when there is none.
-func (s *Service) endpoint(ctx context.Context, key types.NamespacedName) (*v2beta1.SpiderEndpoint, error) {
-	ep := &v2beta1.SpiderEndpoint{}
-	err := s.Cache.Get(ctx, key, ep)
-	if apierrors.IsNotFound(err) {
-		ep = nil
-	} else if err != nil {
-		return nil, err
-	}
-	s.epMu.Lock()
-	defer s.epMu.Unlock()
-	if uid, ok := s.gone[key]; ok {
-		if ep != nil && ep.UID == uid {
-			ep = nil // the cache has not heard of its deletion yet
-		} else {
-			delete(s.gone, key)
-		}
-	}
-	w := s.written[key]
-	if w != nil && (ep == nil || rvNewer(w.ResourceVersion, ep.ResourceVersion)) {
-		return w, nil
-	}
-	if w != nil {
-		delete(s.written, key) // the cache has caught up (or moved on): it is the newest now
-	}
-	return ep, nil
-}
-
-// freshEndpoint reads the endpoint from the API server.
-func (s *Service) freshEndpoint(ctx context.Context, key types.NamespacedName) (*v2beta1.SpiderEndpoint, error) {
-	ep := &v2beta1.SpiderEndpoint{}
-	if err := s.Fresh.Get(ctx, key, ep); err != nil {
-		if apierrors.IsNotFound(err) {
-			// Whatever the cache still holds under this name is gone.
-			cached := &v2beta1.SpiderEndpoint{}
-			if s.Cache.Get(ctx, key, cached) == nil {
-				s.removed(key, cached.UID)
-			} else {
-				s.remember(key, nil)
-			}
-			return nil, nil
-		}
-		return nil, err
-	}
-	s.remember(key, ep)
-	return ep, nil
-}
-
-// remember keeps the copy of an endpoint this process wrote or read last (nil: none).
-func (s *Service) remember(key types.NamespacedName, ep *v2beta1.SpiderEndpoint) {
-	s.epMu.Lock()
-	defer s.epMu.Unlock()
-	if ep == nil {
-		delete(s.written, key)
-		return
-	}
-	s.written[key] = ep
-}
-
-// removed notes that the endpoint of object UID uid under key no longer exists, so
-// that a cache that has not heard of it yet does not bring it back.
-func (s *Service) removed(key types.NamespacedName, uid types.UID) {
-	s.epMu.Lock()
-	defer s.epMu.Unlock()
-	delete(s.written, key)
-	s.gone[key] = uid
-}
-
-func rvNewer(a, b string) bool {
-	ra, ea := strconv.ParseUint(a, 10, 64)
-	rb, eb := strconv.ParseUint(b, 10, 64)
-	return ea == nil && eb == nil && ra > rb
-}
-
-// attachments decodes AttachmentsAnnotation; a malformed value counts as empty.
-func attachments(ep *v2beta1.SpiderEndpoint) map[string]Attachment {
-	out := map[string]Attachment{}
-	if ep == nil {
-		return out
-	}
-	if v, ok := ep.Annotations[AttachmentsAnnotation]; ok {
-		_ = json.Unmarshal([]byte(v), &out)
-	}
-	return out
-}
-
-func setAttachments(ep *v2beta1.SpiderEndpoint, atts map[string]Attachment) {
-	if len(atts) == 0 {
-		delete(ep.Annotations, AttachmentsAnnotation)
-		return
-	}
-	b, _ := json.Marshal(atts)
-	if ep.Annotations == nil {
-		ep.Annotations = map[string]string{}
-	}
-	ep.Annotations[AttachmentsAnnotation] = string(b)
 }
 
 // statefulSetWillReturn reports whether the StatefulSet named by the pod (or, with the

@@ -5,19 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"reflect"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
-	"github.com/nicpool/nicpool/ipamd/metrics"
+	"github.com/nicpool/nicpool/ipamd/endpoint"
 	"github.com/nicpool/nicpool/ipamd/selection"
 )
 
@@ -30,7 +29,7 @@ import (
 // meanwhile.
 func (s *Service) adopt(ctx context.Context, pod *corev1.Pod, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (*v2beta1.SpiderEndpoint, bool, error) {
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
-	ep, err := s.endpoint(ctx, key)
+	ep, err := s.endpoints.Get(ctx, key)
 	if err != nil {
 		return nil, false, err
 	}
@@ -41,7 +40,7 @@ func (s *Service) adopt(ctx context.Context, pod *corev1.Pod, iface string, netw
 		return ep, false, nil
 	}
 	for range maxDecisions {
-		ep, err = s.freshEndpoint(ctx, key)
+		ep, err = s.endpoints.Fresh(ctx, key)
 		if err != nil {
 			return nil, false, err
 		}
@@ -153,16 +152,14 @@ func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spi
 	kind, name := workload.Controller(pod.Name, pod.OwnerReferences)
 	upd.Status.Current = v2beta1.PodIPAllocation{UID: string(pod.UID), Node: s.Node, IPs: kept}
 	upd.Status.OwnerControllerType, upd.Status.OwnerControllerName = kind, name
-	setAttachments(upd, nil) // the old containers are gone; each ADD records its own
-	err := s.Client.Update(ctx, upd)
-	metrics.EndpointWrites.WithLabelValues("update", result(err)).Inc()
+	endpoint.SetAttachments(upd, nil) // the old containers are gone; each ADD records its own
+	err := s.endpoints.Update(ctx, upd)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil, errEndpointMoved
 	}
 	if err != nil {
 		return nil, err
 	}
-	s.remember(client.ObjectKeyFromObject(upd), upd)
 	log.Info("took over SpiderEndpoint", "kept", len(kept), "of", len(ep.Status.Current.IPs))
 	return upd, nil
 }
@@ -213,7 +210,7 @@ func keptFamilies(pod *corev1.Pod, ns *corev1.Namespace, ifs []annotations.Inter
 	if !own && choice.Source == selection.SourceCluster {
 		return true, true
 	}
-	same := func(pool *string, list []string) bool { return pool != nil && contains(list, *pool) }
+	same := func(pool *string, list []string) bool { return pool != nil && slices.Contains(list, *pool) }
 	return same(d.IPv4Pool, choice.IPv4), same(d.IPv6Pool, choice.IPv6)
 }
 
@@ -236,26 +233,14 @@ func (s *Service) discard(ctx context.Context, ep *v2beta1.SpiderEndpoint) error
 		}
 		s.Log.Info("released leftover SpiderEndpoint of another pod UID", "endpoint", ep.Namespace+"/"+ep.Name, "previousUID", uid, "released", released)
 	}
-	uid, rv := ep.UID, ep.ResourceVersion
-	err := s.Client.Delete(ctx, ep, client.Preconditions{UID: &uid, ResourceVersion: &rv})
-	metrics.EndpointWrites.WithLabelValues("delete", result(err)).Inc()
+	err := s.endpoints.Delete(ctx, ep)
 	switch {
 	case apierrors.IsConflict(err):
 		return errEndpointMoved
 	case err != nil && !apierrors.IsNotFound(err):
 		return err
 	}
-	s.removed(client.ObjectKeyFromObject(ep), uid)
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func deref(p *string) string {
@@ -263,8 +248,4 @@ func deref(p *string) string {
 		return ""
 	}
 	return *p
-}
-
-func equalEndpoint(a, b *v2beta1.SpiderEndpoint) bool {
-	return reflect.DeepEqual(a.Status, b.Status) && reflect.DeepEqual(a.Annotations, b.Annotations)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/endpoint"
 	"github.com/nicpool/nicpool/ipamd/metrics"
 	"github.com/nicpool/nicpool/ipamd/selection"
 )
@@ -112,7 +113,7 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 		}
 		detail := s.detail(pod, req.Interface, choice, got)
 		phase = time.Now()
-		err = s.record(ctx, pod, ep, detail, Attachment{ContainerID: req.ContainerID, Network: req.Network.Name})
+		err = s.record(ctx, pod, ep, detail, endpoint.Attachment{ContainerID: req.ContainerID, Network: req.Network.Name})
 		metrics.AllocationPhase.WithLabelValues("endpoint").Observe(time.Since(phase).Seconds())
 		if errors.Is(err, errEndpointMoved) {
 			continue // pool records are ours by owner: the next round finds and keeps them
@@ -324,7 +325,7 @@ func (s *Service) response(pod *corev1.Pod, iface string, choice selection.Choic
 // record writes the interface's entry into the pod's endpoint: a create carrying the
 // status when there is none (the CRD has no status subresource), else an update
 // compare-and-swapped on resourceVersion and UID. errEndpointMoved means decide again.
-func (s *Service) record(ctx context.Context, pod *corev1.Pod, ep *v2beta1.SpiderEndpoint, d v2beta1.IPAllocationDetail, att Attachment) error {
+func (s *Service) record(ctx context.Context, pod *corev1.Pod, ep *v2beta1.SpiderEndpoint, d v2beta1.IPAllocationDetail, att endpoint.Attachment) error {
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 	if ep == nil {
 		kind, name := workload.Controller(pod.Name, pod.OwnerReferences)
@@ -334,15 +335,11 @@ func (s *Service) record(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spide
 			Current:             v2beta1.PodIPAllocation{UID: string(pod.UID), Node: s.Node, IPs: []v2beta1.IPAllocationDetail{d}},
 			OwnerControllerType: kind, OwnerControllerName: name,
 		}
-		setAttachments(ep, map[string]Attachment{d.Interface: att})
-		err := s.Client.Create(ctx, ep)
-		metrics.EndpointWrites.WithLabelValues("create", result(err)).Inc()
+		endpoint.SetAttachments(ep, map[string]endpoint.Attachment{d.Interface: att})
+		err := s.endpoints.Create(ctx, ep)
 		if apierrors.IsAlreadyExists(err) {
-			_, _ = s.freshEndpoint(ctx, key)
+			_, _ = s.endpoints.Fresh(ctx, key)
 			return errEndpointMoved
-		}
-		if err == nil {
-			s.remember(key, ep)
 		}
 		return err
 	}
@@ -359,32 +356,17 @@ func (s *Service) record(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spide
 	if !replaced {
 		upd.Status.Current.IPs = append(upd.Status.Current.IPs, d)
 	}
-	atts := attachments(upd)
+	atts := endpoint.Attachments(upd)
 	atts[d.Interface] = att
-	setAttachments(upd, atts)
+	endpoint.SetAttachments(upd, atts)
 	upd.Status.Current.Node = s.Node
-	if equalEndpoint(ep, upd) {
+	if endpoint.Equal(ep, upd) {
 		return nil
 	}
-	err := s.Client.Update(ctx, upd)
-	metrics.EndpointWrites.WithLabelValues("update", result(err)).Inc()
+	err := s.endpoints.Update(ctx, upd)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		_, _ = s.freshEndpoint(ctx, key)
+		_, _ = s.endpoints.Fresh(ctx, key)
 		return errEndpointMoved
 	}
-	if err == nil {
-		s.remember(key, upd)
-	}
 	return err
-}
-
-func result(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
-		return "conflict"
-	default:
-		return "error"
-	}
 }
