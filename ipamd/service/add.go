@@ -33,8 +33,7 @@ const maxDecisions = 8
 // Allocate serves CNI ADD for one (pod UID, interface). A retry returns the addresses
 // the interface already holds; a failure leaves nothing newly allocated behind.
 func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp *api.AllocateResponse, err error) {
-	start := time.Now()
-	outcome := metrics.OutcomeError
+	start, outcome := time.Now(), metrics.OutcomeError
 	defer func() {
 		if err != nil && outcome == metrics.OutcomeError {
 			outcome = metrics.FailureOutcome(err)
@@ -42,11 +41,10 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 		metrics.Allocations.WithLabelValues(outcome).Inc()
 		metrics.AllocationDuration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
 	}()
-	if req.Interface == "" {
-		return nil, cniError(api.CodeInvalidConfig, "CNI_IFNAME is empty: the runtime must name the interface", nil)
-	}
-	if req.Pod.Namespace == "" || req.Pod.Name == "" {
-		return nil, cniError(api.CodeInvalidConfig, "K8S_POD_NAMESPACE and K8S_POD_NAME are required in CNI_ARGS", nil)
+
+	// The request names an interface of a pod; the pod's requests take turns.
+	if err := checkAdd(req); err != nil {
+		return nil, err
 	}
 	t, err := s.begin(ctx, req.Pod.Namespace+"/"+req.Pod.Name)
 	if err != nil {
@@ -55,33 +53,79 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 	}
 	defer t.done()
 	ctx = t.ctx
-	pod, err := s.pod(ctx, req.Pod)
+	pod, err := s.requestPod(ctx, req.Pod)
 	if err != nil {
-		return nil, cniError(api.CodeTryAgainLater, "read pod "+req.Pod.Namespace+"/"+req.Pod.Name, err)
+		return nil, err
 	}
-	if pod == nil || (req.Pod.UID != "" && string(pod.UID) != req.Pod.UID) {
-		return nil, cniError(api.CodeTryAgainLater, fmt.Sprintf("pod %s/%s with UID %q is not (yet) known to the API server", req.Pod.Namespace, req.Pod.Name, req.Pod.UID), nil)
-	}
-	log := s.Log.WithValues("pod", client.ObjectKeyFromObject(pod).String(), "podUID", pod.UID, "interface", req.Interface)
+
+	// The pools the interface draws from.
 	pools, err := s.pools(ctx)
 	if err != nil {
 		return nil, cniError(api.CodeTryAgainLater, "list pools", err)
 	}
 	ns := s.namespace(ctx, pod.Namespace)
-	choice, err := selection.Choose(pod, ns, req.Interface, req.Network, pools)
+	choice, err := s.choose(pod, ns, req, pools)
 	if err != nil {
 		outcome = metrics.OutcomeNoPool
+		return nil, err
+	}
+
+	// One address per family, recorded in the pod's SpiderEndpoint.
+	got, how, err := s.allocateAndRecord(ctx, pod, ns, req, choice, pools)
+	if err != nil {
+		return nil, err
+	}
+	outcome = how
+	return s.response(pod, req.Interface, choice, got), nil
+}
+
+// checkAdd refuses an ADD that names no interface or no pod.
+func checkAdd(req *api.AllocateRequest) error {
+	if req.Interface == "" {
+		return cniError(api.CodeInvalidConfig, "CNI_IFNAME is empty: the runtime must name the interface", nil)
+	}
+	if req.Pod.Namespace == "" || req.Pod.Name == "" {
+		return cniError(api.CodeInvalidConfig, "K8S_POD_NAMESPACE and K8S_POD_NAME are required in CNI_ARGS", nil)
+	}
+	return nil
+}
+
+// requestPod is the pod an ADD names, of the UID it names; try again later while the
+// API server does not know it.
+func (s *Service) requestPod(ctx context.Context, ref api.Pod) (*corev1.Pod, error) {
+	pod, err := s.pod(ctx, ref)
+	if err != nil {
+		return nil, cniError(api.CodeTryAgainLater, "read pod "+ref.Namespace+"/"+ref.Name, err)
+	}
+	if pod == nil || (ref.UID != "" && string(pod.UID) != ref.UID) {
+		return nil, cniError(api.CodeTryAgainLater, fmt.Sprintf("pod %s/%s with UID %q is not (yet) known to the API server", ref.Namespace, ref.Name, ref.UID), nil)
+	}
+	return pod, nil
+}
+
+// choose is the pools of each family the interface draws from; an Event on the pod
+// says why there are none.
+func (s *Service) choose(pod *corev1.Pod, ns *corev1.Namespace, req *api.AllocateRequest, pools []v2beta1.SpiderIPPool) (selection.Choice, error) {
+	choice, err := selection.Choose(pod, ns, req.Interface, req.Network, pools)
+	if err != nil {
 		s.event(pod, "InvalidPoolSelection", err.Error())
-		return nil, cniError(api.CodeInvalidConfig, "pool selection of interface "+req.Interface, err)
+		return choice, cniError(api.CodeInvalidConfig, "pool selection of interface "+req.Interface, err)
 	}
 	if len(choice.Families()) == 0 {
-		outcome = metrics.OutcomeNoPool
 		msg := fmt.Sprintf("no pool for interface %s: name pools in %s, the namespace annotations %s/%s, the CNI network's default pools, or mark a pool spec.default: true",
 			req.Interface, annotations.IPPools, annotations.NamespaceDefaultIPv4Pool, annotations.NamespaceDefaultIPv6Pool)
 		s.event(pod, "NoPool", msg)
-		return nil, cniError(api.CodeNoPool, msg, nil)
+		return choice, cniError(api.CodeNoPool, msg, nil)
 	}
+	return choice, nil
+}
 
+// allocateAndRecord takes one address per family the choice asks for (keeping what
+// the interface holds) and records them in the pod's endpoint, deciding again when
+// the endpoint changed meanwhile. On failure it gives back every address it took.
+// outcome says how the addresses were found.
+func (s *Service) allocateAndRecord(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace, req *api.AllocateRequest, choice selection.Choice, pools []v2beta1.SpiderIPPool) (got []held, outcome string, err error) {
+	log := s.Log.WithValues("pod", client.ObjectKeyFromObject(pod).String(), "podUID", pod.UID, "interface", req.Interface)
 	owner := allocator.Owner{Pod: pod.Namespace + "/" + pod.Name, PodUID: string(pod.UID), Interface: req.Interface}
 	// taken is what this request allocated, over every round: a failure gives it back.
 	var taken []held
@@ -90,10 +134,10 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 		if errors.Is(err, errEndpointReserved) {
 			log.Info("refused: the pod's name holds a returning StatefulSet pod's endpoint", "error", err.Error())
 			s.event(pod, "EndpointReserved", err.Error())
-			return nil, cniError(api.CodeInvalidConfig, "SpiderEndpoint "+pod.Namespace+"/"+pod.Name, err)
+			return nil, "", cniError(api.CodeInvalidConfig, "SpiderEndpoint "+pod.Namespace+"/"+pod.Name, err)
 		}
 		if err != nil {
-			return nil, cniError(api.CodeTryAgainLater, "take over or clean the pod's SpiderEndpoint", err)
+			return nil, "", cniError(api.CodeTryAgainLater, "take over or clean the pod's SpiderEndpoint", err)
 		}
 		phase := time.Now()
 		got, fresh, aerr := s.take(ctx, pod, ns, ep, owner, choice, req.Network)
@@ -101,15 +145,9 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 		metrics.AllocationPhase.WithLabelValues("pools").Observe(time.Since(phase).Seconds())
 		if aerr != nil {
 			s.undo(ctx, owner, taken)
-			switch aerr.Code {
-			case api.CodePoolExhausted:
-				outcome = metrics.OutcomeExhausted
-			case api.CodeNoPool:
-				outcome = metrics.OutcomeNoPool
-			}
 			log.Info("allocation failed", "error", aerr.Error())
 			s.event(pod, "AllocationFailed", fmt.Sprintf("interface %s: %s", req.Interface, aerr.Error()))
-			return nil, aerr
+			return nil, "", aerr
 		}
 		detail := s.detail(pod, req.Interface, choice, got)
 		phase = time.Now()
@@ -121,7 +159,7 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 		if err != nil {
 			s.undo(ctx, owner, taken)
 			s.event(pod, "AllocationFailed", fmt.Sprintf("interface %s: record SpiderEndpoint: %v", req.Interface, err))
-			return nil, cniError(api.CodeTryAgainLater, "record the allocation in SpiderEndpoint "+pod.Namespace+"/"+pod.Name, err)
+			return nil, "", cniError(api.CodeTryAgainLater, "record the allocation in SpiderEndpoint "+pod.Namespace+"/"+pod.Name, err)
 		}
 		switch {
 		case tookOver:
@@ -134,10 +172,10 @@ func (s *Service) Allocate(ctx context.Context, req *api.AllocateRequest) (resp 
 		for _, h := range got {
 			log.Info("allocated", "pool", h.pool.Name, "address", h.addr.String(), "outcome", outcome)
 		}
-		return s.response(pod, req.Interface, choice, got), nil
+		return got, outcome, nil
 	}
 	s.undo(ctx, owner, taken)
-	return nil, cniError(api.CodeTryAgainLater, fmt.Sprintf("SpiderEndpoint %s/%s kept changing during %d attempts", pod.Namespace, pod.Name, maxDecisions), nil)
+	return nil, "", cniError(api.CodeTryAgainLater, fmt.Sprintf("SpiderEndpoint %s/%s kept changing during %d attempts", pod.Namespace, pod.Name, maxDecisions), nil)
 }
 
 // take returns one address per family the choice asks for: the one the owner holds,
