@@ -8,6 +8,7 @@ import (
 	"go4.org/netipx"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/eligibility"
 	"github.com/nicpool/nicpool/crds/ipranges"
 )
 
@@ -62,6 +63,20 @@ type Range struct {
 	// where NextAfterLast continues (invalid: from the lowest). Take advances Last.
 	Order Order
 	Last  netip.Addr
+	// Closed, when set, is why the pool hands out no new address (Refusal): an
+	// allocation for an owner that holds nothing in it fails with it. Releases and
+	// transfers still apply.
+	Closed error
+}
+
+// Refusal is why a pool hands out no new address to anyone: it is being deleted or
+// disabled (eligibility.Closed), or nil. Allocations of addresses the owner already
+// holds still answer with them: a retried ADD is no new allocation.
+func Refusal(pool *v2beta1.SpiderIPPool) error {
+	if err := eligibility.Closed(pool); err != nil {
+		return fmt.Errorf("allocate from pool %s: %w", pool.Name, err)
+	}
+	return nil
 }
 
 // NewRange computes the range of a pool. reserved may be nil.
@@ -90,6 +105,7 @@ func NewRange(pool *v2beta1.SpiderIPPool, reserved *netipx.IPSet) (*Range, error
 		Total:       ipranges.Count(set),
 	}
 	r.Reserved = ipranges.Count(all) - r.Total
+	r.Closed = Refusal(pool)
 	return r, nil
 }
 

@@ -44,6 +44,10 @@ func Apply(r *allocator.Range, blk netip.Prefix, st *v1alpha1.IPBlockStatus, ops
 				res.Addr, res.Existing = a, true
 				continue
 			}
+			if r.Closed != nil {
+				res.Err = r.Closed
+				continue
+			}
 			last := st.LastAllocated
 			if r.Order == allocator.Lowest {
 				last = ""

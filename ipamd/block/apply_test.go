@@ -5,8 +5,11 @@ import (
 	"net/netip"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/eligibility"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 )
 
@@ -170,5 +173,38 @@ func TestApplyKeepsRecordsOutsideRange(t *testing.T) {
 	}
 	if _, ok := st.Allocations["10.6.0.9"]; !ok || st.Allocated != 2 || st.Free != 0 {
 		t.Errorf("a record outside the range was dropped or miscounted: %+v", st)
+	}
+}
+
+// A pool being deleted or disabled hands out no new address, and still answers a
+// retry with the address the owner holds and releases what is held.
+func TestApplyClosedPool(t *testing.T) {
+	for _, closeIt := range []func(p *v2beta1.SpiderIPPool){
+		func(p *v2beta1.SpiderIPPool) { disable := true; p.Spec.Disable = &disable },
+		func(p *v2beta1.SpiderIPPool) { now := metav1.Now(); p.DeletionTimestamp = &now },
+	} {
+		p := &v2beta1.SpiderIPPool{}
+		p.Name = "p"
+		p.Spec.Subnet, p.Spec.IPs = "10.6.0.0/24", []string{"10.6.0.10-10.6.0.13"}
+		closeIt(p)
+		r, err := allocator.NewRange(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &v1alpha1.IPBlockStatus{Allocations: v2beta1.PoolIPAllocations{"10.6.0.10": {Pod: "ns/a", PodUID: "a", Interface: "eth0"}}}
+		res, _ := Apply(r, blk0, st, []allocator.Op{
+			{Kind: allocator.Allocate, Owner: owner("a", "eth0")},
+			{Kind: allocator.Allocate, Owner: owner("b", "eth0")},
+			{Kind: allocator.Release, Owner: owner("a", "eth0")},
+		})
+		if res[0].Err != nil || res[0].Addr.String() != "10.6.0.10" || !res[0].Existing {
+			t.Errorf("retry of a holder: got %+v, want its 10.6.0.10", res[0])
+		}
+		if !errors.Is(res[1].Err, eligibility.ErrDisabled) && !errors.Is(res[1].Err, eligibility.ErrTerminating) {
+			t.Errorf("new owner: got %+v, want the pool's refusal", res[1])
+		}
+		if len(res[2].Changed) != 1 || len(st.Allocations) != 0 {
+			t.Errorf("release: got %+v, records left %v, want 10.6.0.10 released", res[2], st.Allocations)
+		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
-	"github.com/nicpool/nicpool/crds/eligibility"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/block"
 )
@@ -51,8 +50,8 @@ func (l *Ledger) Allocate(ctx context.Context, pool string, owner allocator.Owne
 	if len(held) > 0 {
 		return Allocation{Pool: pool, Addr: held[0], Existing: true}, nil
 	}
-	if refuse := refusal(v); refuse != nil {
-		return Allocation{}, refuse
+	if v.rng.Closed != nil {
+		return Allocation{}, v.rng.Closed // before a block is claimed for it
 	}
 	for range maxRounds {
 		c, ok := l.pick(ctx, ps, v, ahead)
@@ -98,14 +97,6 @@ func (l *Ledger) Allocate(ctx context.Context, pool string, owner allocator.Owne
 		return Allocation{Pool: pool, Addr: res[0].Addr, Existing: res[0].Existing}, nil
 	}
 	return Allocation{}, fmt.Errorf("allocate from pool %s: every block tried filled up under %d attempts; try again", pool, maxRounds)
-}
-
-// refusal is why a pool hands out nothing new, or nil.
-func refusal(v *poolView) error {
-	if err := eligibility.Closed(v.pool); err != nil {
-		return fmt.Errorf("allocate from pool %s: %w", v.pool.Name, err)
-	}
-	return nil
 }
 
 // ready returns the pool's view once its records are all in blocks.

@@ -183,6 +183,9 @@ func (l *Ledger) view(ctx context.Context, ps *poolState) (*poolView, error) {
 	if cur != nil && cur.key == key {
 		v := *cur
 		v.pool = pool // status and deletion state change without a new generation
+		rng := *cur.rng
+		rng.Closed = allocator.Refusal(pool)
+		v.rng = &rng
 		return &v, nil
 	}
 	set, err := ReservedSet(ctx, l.opts.Cache)
@@ -225,17 +228,20 @@ func emptyRange(pool string, blk netip.Prefix) *allocator.Range {
 	return &allocator.Range{Pool: pool, Family: fam, Subnet: blk, Allocatable: set}
 }
 
-// poolRange returns the range to apply a block's ops with, and the error that refuses
-// new allocations in it (pool gone, terminating or disabled), if any.
-func (l *Ledger) poolRange(ctx context.Context, pool string, blk netip.Prefix) (*allocator.Range, error, error) {
+// poolRange returns the range to apply a block's ops with. A pool that is gone
+// allocates nothing: its range refuses new allocations (Range.Closed), like a
+// terminating or disabled pool's.
+func (l *Ledger) poolRange(ctx context.Context, pool string, blk netip.Prefix) (*allocator.Range, error) {
 	v, err := l.view(ctx, l.poolState(pool))
 	switch {
 	case apierrors.IsNotFound(err):
-		return emptyRange(pool, blk), fmt.Errorf("allocate from pool %s: %w", pool, err), nil
+		rng := emptyRange(pool, blk)
+		rng.Closed = fmt.Errorf("allocate from pool %s: %w", pool, err)
+		return rng, nil
 	case err != nil:
-		return nil, nil, err
+		return nil, err
 	}
-	return v.rng, refusal(v), nil
+	return v.rng, nil
 }
 
 // newer reports whether resourceVersion a is later than b. resourceVersions are opaque

@@ -197,13 +197,13 @@ func (l *Ledger) commit(q *queue, batch []*request) {
 			fail(batch, err)
 			return
 		}
-		rng, refuse, err := l.poolRange(ctx, q.pool, q.cidr)
+		rng, err := l.poolRange(ctx, q.pool, q.cidr)
 		if err != nil {
 			fail(batch, err)
 			return
 		}
 		obj := cur.DeepCopy()
-		results, changed := l.apply(rng, refuse, obj, batch)
+		results, changed := l.apply(rng, obj, batch)
 		if !changed {
 			deliver(batch, results)
 			return
@@ -266,30 +266,15 @@ func (l *Ledger) commit(q *queue, batch []*request) {
 	}
 }
 
-// apply runs every request's ops on obj and splits the results by request. refuse,
-// when set, refuses allocations of owners that hold nothing in the block yet.
-func (l *Ledger) apply(rng *allocator.Range, refuse error, obj *ipamv1alpha1.IPBlock, batch []*request) ([][]allocator.Result, bool) {
+// apply runs every request's ops on obj and splits the results by request.
+func (l *Ledger) apply(rng *allocator.Range, obj *ipamv1alpha1.IPBlock, batch []*request) ([][]allocator.Result, bool) {
 	var ops []allocator.Op
 	adopt := false
 	for _, r := range batch {
 		ops = append(ops, r.ops...)
 		adopt = adopt || r.adopt
 	}
-	var refused []int
-	if refuse != nil {
-		for i := range ops {
-			if ops[i].Kind == allocator.Allocate {
-				if _, ok := block.Held(&obj.Status, ops[i].Owner); !ok {
-					refused = append(refused, i)
-					ops[i] = allocator.Op{Kind: allocator.Release} // a no-op stand-in: an owner without pod holds nothing
-				}
-			}
-		}
-	}
 	flat, changed := block.Apply(rng, cidrOf(obj), &obj.Status, ops)
-	for _, i := range refused {
-		flat[i] = allocator.Result{Err: refuse}
-	}
 	if adopt && obj.Spec.Node == "" && l.opts.Node != "" {
 		obj.Spec.Node, changed = l.opts.Node, true
 	}
