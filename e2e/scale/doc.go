@@ -16,7 +16,8 @@
 // NICPOOL_SCALE_PODS, NICPOOL_SCALE_NODES, NICPOOL_SCALE_POOL_SIZE (addresses, 0 for
 // every host address of the subnet), NICPOOL_SCALE_SUBNET, NICPOOL_SCALE_MODE (socket
 // or exec), NICPOOL_SCALE_INFLIGHT (ADDs one node runs at once, 0 for all of its
-// pods), NICPOOL_SCALE_DEADLINE, NICPOOL_SCALE_STALL (end early when no pod got an
+// pods), NICPOOL_SCALE_DEADLINE (default 5 minutes plus 20 ms per pod),
+// NICPOOL_SCALE_STALL (end early when no pod got an
 // address for that long), NICPOOL_SCALE_BACKOFF, NICPOOL_SCALE_ATTEMPT_TIMEOUT (the
 // caller's timeout of each ADD and DEL) and NICPOOL_SCALE_IMPATIENT (the first
 // attempt's timeout, doubling per attempt) (Go durations),

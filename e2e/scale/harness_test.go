@@ -176,6 +176,15 @@ func TestScenarioFromEnv(t *testing.T) {
 	if err != nil || s.Nodes != 5 || s.Mode != Exec || s.PoolSize() != 65534 {
 		t.Errorf("FromEnv: %+v, %v", s, err)
 	}
+	t.Run("deadline scales with the pods", func(t *testing.T) {
+		t.Setenv("NICPOOL_SCALE_PODS", "65534")
+		unbounded := base
+		unbounded.Deadline = 0
+		s, err := unbounded.FromEnv()
+		if err != nil || s.Deadline != DeadlineFor(65534) || DeadlineFor(65534) <= DeadlineFor(1000) {
+			t.Errorf("FromEnv without a deadline: %s, %v; want %s", s.Deadline, err, DeadlineFor(65534))
+		}
+	})
 	for key, bad := range map[string]string{"NICPOOL_SCALE_PODS": "-1", "NICPOOL_SCALE_MODE": "fork", "NICPOOL_SCALE_SUBNET": "10.9.0.0", "NICPOOL_SCALE_DEADLINE": "5", "NICPOOL_SCALE_POOL_SIZE": "70000"} {
 		t.Run(key, func(t *testing.T) {
 			t.Setenv(key, bad)

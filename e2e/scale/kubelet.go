@@ -82,7 +82,7 @@ func kubelets(s Scenario, w *world, rt runtime, allocated *atomic.Int64) (out []
 					o.Errors = append(o.Errors, err)
 					// The runtime tears the failed sandbox down, then the pod
 					// worker backs off.
-					del(s, rt, p, container, attempt, o, deadline.Add(delGrace))
+					del(s, rt, p, container, attempt, o, deadline.Add(teardownBound))
 				}
 				if slots[p.Node] != nil {
 					<-slots[p.Node]
@@ -102,9 +102,11 @@ func kubelets(s Scenario, w *world, rt runtime, allocated *atomic.Int64) (out []
 	return out, gaveUp.Load()
 }
 
-// delGrace is how long after the deadline the DEL of a failed sandbox is still
-// retried.
-const delGrace = time.Minute
+// teardownBound is how long after the deadline the DEL of a failed sandbox is still
+// retried. A kubelet calls it again until it succeeds, whatever else happens: a
+// sandbox given up on early would keep the records of an ADD that ended after its
+// caller left. The bound only ends a run whose ipamd never answers.
+const teardownBound = 10 * time.Minute
 
 // del tears a failed sandbox down: CNI DEL until it succeeds or until, noting each
 // failure in o.

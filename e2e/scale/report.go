@@ -51,7 +51,7 @@ func (r *Result) Lines() []string {
 		lines = append(lines, "nicpool's objects, checked once ipamd finished what callers gave up on: "+state)
 	}
 	if r.Undeleted > 0 {
-		lines = append(lines, fmt.Sprintf("%d failed sandboxes were never torn down: their DEL failed until the deadline", r.Undeleted))
+		lines = append(lines, fmt.Sprintf("%d failed sandboxes were never torn down: their DEL failed until %s after the deadline", r.Undeleted, teardownBound))
 	}
 	if r.Deleted {
 		lines = append(lines, fmt.Sprintf("after every pod's sandbox was deleted: %d records and %d SpiderEndpoints left", r.LeftRecords, r.LeftEndpoints))

@@ -34,7 +34,7 @@ type Scenario struct {
 	// A kubelet runs at most its max-pods (110 by default) sandboxes.
 	InFlight int
 	// Deadline bounds the ADD phase: no attempt starts after it, and the pods
-	// without an address by then are reported.
+	// without an address by then are reported. 0: DeadlineFor(Pods).
 	Deadline time.Duration
 	// Stall ends the ADD phase early when no pod has got an address for this long
 	// (0: never): a layout that cannot go on would otherwise retry every pod until
@@ -67,6 +67,14 @@ const (
 	// it every CNI exec of the sandbox (--runtime-request-timeout).
 	KubeletRuntimeRequestTimeout = 2 * time.Minute
 )
+
+// DeadlineFor is the deadline of a run of pods ADDs: 5 minutes plus 20 ms per pod,
+// so that a run of any size at 50 allocations per second (a fifth of the 1,000-pod
+// limit test's rate on a quiet two-core machine) ends with its figures rather than
+// at its deadline.
+func DeadlineFor(pods int) time.Duration {
+	return 5*time.Minute + time.Duration(pods)*20*time.Millisecond
+}
 
 // Range is the pool's allocatable range, first and last address inclusive.
 func (s Scenario) Range() (first, last netip.Addr, err error) {
@@ -144,6 +152,9 @@ func (s Scenario) FromEnv() (Scenario, error) {
 		default:
 			return s, fmt.Errorf("NICPOOL_SCALE_MODE=%q: give socket or exec", text)
 		}
+	}
+	if s.Deadline == 0 {
+		s.Deadline = DeadlineFor(s.Pods)
 	}
 	return s, s.validate()
 }
