@@ -59,10 +59,8 @@ type Range struct {
 	Total       int64
 	// Reserved is how many of the pool's addresses are withheld by SpiderReservedIPs.
 	Reserved int64
-	// Order is which free address Take chooses; Last is the address handed out last,
-	// where NextAfterLast continues (invalid: from the lowest). Take advances Last.
+	// Order is which free address an allocation takes (ipamd/block applies it).
 	Order Order
-	Last  netip.Addr
 	// Closed, when set, is why the pool hands out no new address (Refusal): an
 	// allocation for an owner that holds nothing in it fails with it. Releases and
 	// transfers still apply.
@@ -132,17 +130,6 @@ func (e *ExhaustedError) Error() string {
 
 func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
 
-// Used parses the addresses recorded in a pool's status.
-func Used(allocated v2beta1.PoolIPAllocations) map[netip.Addr]struct{} {
-	used := make(map[netip.Addr]struct{}, len(allocated))
-	for s := range allocated {
-		if a, err := netip.ParseAddr(s); err == nil {
-			used[a] = struct{}{}
-		}
-	}
-	return used
-}
-
 // Free counts the allocatable addresses not in used.
 func (r *Range) Free(used map[netip.Addr]struct{}) int64 {
 	n := r.Total
@@ -152,55 +139,4 @@ func (r *Range) Free(used map[netip.Addr]struct{}) int64 {
 		}
 	}
 	return n
-}
-
-// Take returns the free address the range's Order chooses, or an ExhaustedError, and
-// remembers it in Last. allocated is the number of records of the pool, for the error.
-func (r *Range) Take(used map[netip.Addr]struct{}, allocated int) (netip.Addr, error) {
-	if r.Order == NextAfterLast {
-		if a, ok := r.after(used, r.Last); ok {
-			r.Last = a
-			return a, nil
-		}
-	}
-	a, err := r.Next(used, allocated)
-	if err == nil {
-		r.Last = a
-	}
-	return a, err
-}
-
-// after returns the first allocatable address greater than last that is not in used.
-func (r *Range) after(used map[netip.Addr]struct{}, last netip.Addr) (netip.Addr, bool) {
-	if !last.IsValid() || last.BitLen() != r.Subnet.Addr().BitLen() {
-		return netip.Addr{}, false
-	}
-	for _, rg := range r.Allocatable.Ranges() {
-		if !last.Less(rg.To()) {
-			continue // all of it at or before the cursor
-		}
-		from := rg.From()
-		if !last.Less(from) {
-			from = last.Next()
-		}
-		for a := from; a.IsValid() && !rg.To().Less(a); a = a.Next() {
-			if _, taken := used[a]; !taken {
-				return a, true
-			}
-		}
-	}
-	return netip.Addr{}, false
-}
-
-// Next returns the lowest allocatable address not in used, or an ExhaustedError.
-// allocated is the number of records of the pool, for the error.
-func (r *Range) Next(used map[netip.Addr]struct{}, allocated int) (netip.Addr, error) {
-	for _, rg := range r.Allocatable.Ranges() {
-		for a := rg.From(); a.IsValid() && !rg.To().Less(a); a = a.Next() {
-			if _, taken := used[a]; !taken {
-				return a, nil
-			}
-		}
-	}
-	return netip.Addr{}, &ExhaustedError{Pool: r.Pool, Family: r.Family, Total: r.Total, Allocated: int64(allocated), Reserved: r.Reserved}
 }

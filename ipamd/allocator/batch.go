@@ -2,9 +2,7 @@ package allocator
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
-	"slices"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 )
@@ -19,10 +17,6 @@ type Owner struct {
 // OwnerOf is the owner a pool record names.
 func OwnerOf(rec v2beta1.PoolIPAllocation) Owner {
 	return Owner{Pod: rec.Pod, PodUID: rec.PodUID, Interface: rec.Interface}
-}
-
-func (o Owner) record() v2beta1.PoolIPAllocation {
-	return v2beta1.PoolIPAllocation{Pod: o.Pod, PodUID: o.PodUID, Interface: o.Interface}
 }
 
 // Holds is nicpool's one "still held by this owner" rule, for every writer that
@@ -76,88 +70,6 @@ type Result struct {
 
 // ErrNotHeld is returned by a Transfer whose address is held by neither side.
 var ErrNotHeld = errors.New("address not held by the expected pod")
-
-// Apply applies ops in order to status (modified in place) and returns one result per
-// op and whether status changed. The range decides which addresses are free and which
-// one each allocation takes (r.Order, advancing r.Last); records outside it (spec
-// shrunk, address reserved later) are kept and never handed out again.
-func Apply(r *Range, status *v2beta1.IPPoolStatus, ops []Op) ([]Result, bool) {
-	if status.AllocatedIPs == nil {
-		status.AllocatedIPs = v2beta1.PoolIPAllocations{}
-	}
-	recs := status.AllocatedIPs
-	used := Used(recs)
-	results := make([]Result, len(ops))
-	changed := false
-	for i, op := range ops {
-		res := &results[i]
-		switch op.Kind {
-		case Allocate:
-			if op.Owner.Pod == "" || op.Owner.PodUID == "" || op.Owner.Interface == "" {
-				res.Err = fmt.Errorf("allocate in pool %s: owner %+v must name a pod, its UID and an interface", r.Pool, op.Owner)
-				continue
-			}
-			if a, ok := HeldIn(recs, op.Owner); ok {
-				res.Addr, res.Existing = a, true
-				continue
-			}
-			a, err := r.Take(used, len(recs))
-			if err != nil {
-				res.Err = err
-				continue
-			}
-			recs[a.String()] = op.Owner.record()
-			used[a] = struct{}{}
-			res.Addr, changed = a, true
-		case Release:
-			for key, rec := range recs {
-				if !op.Owner.Holds(rec) {
-					continue
-				}
-				a, err := netip.ParseAddr(key)
-				if err != nil || (len(op.Addrs) > 0 && !slices.Contains(op.Addrs, a)) {
-					continue
-				}
-				delete(recs, key)
-				delete(used, a)
-				res.Changed = append(res.Changed, a)
-				changed = true
-			}
-		case Transfer:
-			from := Owner{Pod: op.Owner.Pod, PodUID: op.FromUID, Interface: op.Owner.Interface}
-			for _, a := range op.Addrs {
-				rec, ok := recs[a.String()]
-				switch {
-				case op.Owner.Interface == "":
-					res.Err = fmt.Errorf("transfer %s in pool %s: no interface named", a, r.Pool)
-				case ok && op.Owner.Holds(rec):
-					res.Changed = append(res.Changed, a)
-				case ok && from.Holds(rec):
-					recs[a.String()] = op.Owner.record()
-					res.Changed = append(res.Changed, a)
-					changed = true
-				default:
-					res.Err = fmt.Errorf("transfer %s in pool %s from pod %s UID %s interface %s: %w", a, r.Pool, op.Owner.Pod, op.FromUID, op.Owner.Interface, ErrNotHeld)
-				}
-			}
-		}
-	}
-	// totalIPCount counts what the pool can hand out, reserved addresses excluded: the
-	// webhook's pool controller keeps the same figure, so the two never fight.
-	n, total := int64(len(recs)), r.Total
-	if status.AllocatedIPCount == nil || *status.AllocatedIPCount != n {
-		status.AllocatedIPCount, changed = &n, true
-	}
-	if status.TotalIPCount == nil || *status.TotalIPCount != total {
-		status.TotalIPCount, changed = &total, true
-	}
-	return results, changed
-}
-
-// Held returns the address Owner holds in a pool's status, if any.
-func Held(status *v2beta1.IPPoolStatus, o Owner) (netip.Addr, bool) {
-	return HeldIn(status.AllocatedIPs, o)
-}
 
 // HeldIn returns the address o holds among records (a pool's or a block's), the
 // lowest when an older allocator left several, so that every retry sees the same one.

@@ -208,3 +208,39 @@ func TestApplyClosedPool(t *testing.T) {
 		}
 	}
 }
+
+// A pod UID is no secret: an owner that names the victim's UID under another pod name
+// (or no name) neither releases, moves nor reuses the victim's address.
+func TestOwnershipNeedsPodNameAndUID(t *testing.T) {
+	r := rangeOf(t, "10.6.0.0/24", []string{"10.6.0.10-10.6.0.12"}, nil, "")
+	st := &v1alpha1.IPBlockStatus{}
+	victim := allocator.Owner{Pod: "prod/db", PodUID: "u1", Interface: "eth0"}
+	Apply(r, blk0, st, []allocator.Op{{Kind: allocator.Allocate, Owner: victim}})
+	a := netip.MustParseAddr("10.6.0.10")
+	forger := allocator.Owner{Pod: "evil/x", PodUID: "u1", Interface: "eth0"} // the victim's UID, another name
+	res, changed := Apply(r, blk0, st, []allocator.Op{
+		{Kind: allocator.Release, Owner: forger},
+		{Kind: allocator.Release, Owner: allocator.Owner{Pod: "evil/x", PodUID: "u1"}},
+		{Kind: allocator.Release, Owner: allocator.Owner{PodUID: "u1", Interface: "eth0"}, Addrs: []netip.Addr{a}},
+		{Kind: allocator.Transfer, Owner: allocator.Owner{Pod: "evil/x", PodUID: "u9", Interface: "eth0"}, FromUID: "u1", Addrs: []netip.Addr{a}},
+		{Kind: allocator.Allocate, Owner: forger}, // not "already held": a new address
+	})
+	for i := range 3 {
+		if len(res[i].Changed) != 0 {
+			t.Errorf("release %d freed %v of another pod", i, res[i].Changed)
+		}
+	}
+	if !errors.Is(res[3].Err, allocator.ErrNotHeld) {
+		t.Errorf("transfer from another pod name: %v", res[3].Err)
+	}
+	if res[4].Existing || res[4].Addr == a {
+		t.Errorf("allocate by the victim's UID under another name returned the victim's address: %+v", res[4])
+	}
+	if !changed || st.Allocations[a.String()] != (v2beta1.PoolIPAllocation{Pod: "prod/db", PodUID: "u1", Interface: "eth0"}) {
+		t.Errorf("victim's record now %+v", st.Allocations[a.String()])
+	}
+	res, _ = Apply(r, blk0, st, []allocator.Op{{Kind: allocator.Allocate, Owner: allocator.Owner{Pod: "ns/a", PodUID: "a"}}})
+	if res[0].Err == nil {
+		t.Errorf("an allocation without interface was accepted: %+v", res[0])
+	}
+}
