@@ -48,6 +48,10 @@ const (
 	// each of them on a real API server holding spiderpool's records, and runs no
 	// migration command they lack.
 	SpiderpoolMigration Run = "spiderpool-migration"
+	// SpiderpoolRelease blocks are the helm commands of the migration that act on
+	// spiderpool's own release; e2e/helm runs them with the Helm SDK on a real API
+	// server, against a stand-in of spiderpool's chart with its pre-delete cleanup hook.
+	SpiderpoolRelease Run = "spiderpool-release"
 	// Situation blocks run, in order, against the local cluster like LocalCluster
 	// blocks, after the spec named by the marker (e2e/suite, the troubleshooting
 	// specs) created the situation they inspect; the page shows what they print.
@@ -55,7 +59,7 @@ const (
 )
 
 // Runs are the markers a block may carry.
-var Runs = []Run{Make, LocalCluster, Kustomize, Helm, SpiderpoolMigration, Situation}
+var Runs = []Run{Make, LocalCluster, Kustomize, Helm, SpiderpoolMigration, SpiderpoolRelease, Situation}
 
 // Command is one command of a block and the output the page shows for it (console
 // blocks only).

@@ -119,6 +119,10 @@ func TestEveryCommandIsRun(t *testing.T) {
 					if len(f) < 2 || f[0] != "kubectl" {
 						t.Errorf("%s: %q: a spiderpool-migration block holds kubectl commands (`kubectl nicpool ...` among them), which operate/migrate/integration runs", where, c.Line)
 					}
+				case docs.SpiderpoolRelease:
+					if len(f) < 3 || f[0] != "helm" || f[1] != "uninstall" || f[2] != "spiderpool" {
+						t.Errorf("%s: %q: a spiderpool-release block holds `helm uninstall spiderpool [flags]`, which e2e/helm runs", where, c.Line)
+					}
 				case docs.LocalCluster:
 					if f[0] != "kubectl" && f[0] != "export" {
 						t.Errorf("%s: %q: the local cluster's blocks run kubectl (and export)", where, c.Line)
@@ -637,10 +641,20 @@ func eventReasons(t *testing.T) []string {
 var notRun = regexp.MustCompile(`nicpool's tests do not run`)
 
 // notRunBecause are inline commands of pages whose own words say why no test can run
-// them (a release nicpool does not publish, a spiderpool installation).
+// them (a release nicpool does not publish).
 var notRunBecause = map[string]string{
-	"kubectl krew install --manifest=kubectl-nicpool.krew.yaml":                                                                   "the page says nicpool is not published in krew's index",
-	"helm upgrade spiderpool spiderpool/spiderpool -n kube-system --reuse-values --set spiderpoolController.cleanup.enable=false": "it changes spiderpool's own release, before the migration",
+	"kubectl krew install --manifest=kubectl-nicpool.krew.yaml": "the page says nicpool is not published in krew's index",
+}
+
+// imageTools are the commands of container runtimes and registries a page may name for
+// loading nicpool's images; no block runs them.
+var imageTools = map[string]bool{"ctr": true, "crictl": true, "kind": true, "docker": true, "skopeo": true, "podman": true, "nerdctl": true}
+
+// ranElsewhere are inline commands that a test outside the pages' blocks runs: the
+// file of the repository that runs it, and its arguments as that file writes them.
+var ranElsewhere = map[string]struct{ file, args string }{
+	// e2e/kubelet.Import, on every real node of `make test-real`.
+	"ctr -n k8s.io images import": {"e2e/kubelet/node.go", `"--namespace", "k8s.io", "images", "import"`},
 }
 
 // optional are the [bracketed] optional parts of a command's synopsis.
@@ -650,8 +664,9 @@ var optional = regexp.MustCompile(`\[[^\]]*\]`)
 // command (written in the same order; NAME, ADDRESS, <node> and the like stand for a
 // word the block fills in, and ... for the rest), or its paragraph says that nicpool's
 // tests do not run it, or it is a `kubectl nicpool` subcommand that operate/cli's
-// tests run; an inline make command names targets of the Makefile, and an inline go
-// test packages of the repository.
+// tests run; an inline command of a container runtime or registry tool is one a test
+// runs (ranElsewhere), or its paragraph says no test runs it; an inline make command
+// names targets of the Makefile, and an inline go test packages of the repository.
 func TestInlineCommandsAreRun(t *testing.T) {
 	var run [][]string
 	for _, p := range userPages(t) {
@@ -708,6 +723,24 @@ func TestInlineCommandsAreRun(t *testing.T) {
 								t.Errorf("%s: `%s`: %v", rel(p), m[1], err)
 							}
 						}
+					}
+				case imageTools[f[0]] && user[p]:
+					n++
+					if notRun.MatchString(para) {
+						continue
+					}
+					line := strings.Join(f, " ")
+					ran := false
+					for prefix, by := range ranElsewhere {
+						if line == prefix || strings.HasPrefix(line, prefix+" ") {
+							ran = true
+							if !strings.Contains(read(t, by.file), by.args) {
+								t.Errorf("%s: `%s` is said to be run by %s, which no longer runs %s", rel(p), m[1], by.file, by.args)
+							}
+						}
+					}
+					if !ran {
+						t.Errorf("%s: `%s` is run by no test: say beside it that nicpool's tests do not run it, and why", rel(p), m[1])
 					}
 				case (f[0] == "kubectl" || f[0] == "helm") && user[p]:
 					n++

@@ -338,7 +338,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	if len(cmds) < 2 || len(uninstalls) != 1 {
 		t.Fatalf("docs have helm commands %v then %v, want an install, an upgrade, then an uninstall", cmds, uninstalls)
 	}
-	cfg := configuration(t, env.Kubeconfig)
+	cfg := configuration(t, env.Kubeconfig, "default")
 	ch := loadChart(t)
 	vals := map[string]any{}
 	for _, c := range cmds {
@@ -430,12 +430,11 @@ func parseHelm(t *testing.T, line string) (verb, release, chartPath string, sets
 }
 
 // configuration is Helm's action configuration for the API server of kubeconfig,
-// releases stored as Secrets (Helm's default).
-func configuration(t *testing.T, kubeconfig string) *action.Configuration {
+// releases stored as Secrets (Helm's default) in the namespace ns.
+func configuration(t *testing.T, kubeconfig, ns string) *action.Configuration {
 	t.Helper()
 	flags := genericclioptions.NewConfigFlags(false)
 	flags.KubeConfig = &kubeconfig
-	ns := "default"
 	flags.Namespace = &ns
 	cfg := &action.Configuration{}
 	var logs bytes.Buffer
