@@ -260,7 +260,7 @@ func (q *queue) best(cached *ipamv1alpha1.IPBlock) *ipamv1alpha1.IPBlock {
 
 func (q *queue) bestLocked(cached *ipamv1alpha1.IPBlock) *ipamv1alpha1.IPBlock {
 	if cached != nil && (q.latest == nil || !newer(q.latest.ResourceVersion, cached.ResourceVersion)) {
-		q.latest = nil // the cache has caught up: it is the newest copy from now on
+		q.setLatestLocked(nil) // the cache has caught up: it is the newest copy from now on
 		return cached
 	}
 	return q.latest

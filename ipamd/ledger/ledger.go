@@ -117,6 +117,8 @@ type Ledger struct {
 	mu     sync.Mutex
 	queues map[string]*queue
 	pools  map[string]*poolState
+	// ahead: the queues whose newest copy this process has is ahead of its cache.
+	ahead aheadSet
 }
 
 // New returns a ledger; see Options.

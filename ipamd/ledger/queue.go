@@ -35,8 +35,11 @@ type queue struct {
 	pending []*request
 	running bool
 	// latest is the newest copy of the block this process has: the one it last wrote
-	// or read. The cache lags behind our own writes; this does not.
+	// or read. The cache lags behind our own writes; this does not. Set it with
+	// setLatestLocked, which keeps ahead current.
 	latest *ipamv1alpha1.IPBlock
+	// ahead is the ledger's set of queues whose latest is set.
+	ahead *aheadSet
 	// fastest is the quickest write of this block seen: the unit of the conflict pause.
 	fastest time.Duration
 	// reserved counts allocations routed to this block and not answered yet.
@@ -65,7 +68,7 @@ func (l *Ledger) queue(pool, name string, cidr netip.Prefix) *queue {
 	defer l.mu.Unlock()
 	q := l.queues[name]
 	if q == nil {
-		q = &queue{name: name, pool: pool, cidr: cidr}
+		q = &queue{name: name, pool: pool, cidr: cidr, ahead: &l.ahead}
 		l.queues[name] = q
 	}
 	return q
@@ -83,8 +86,52 @@ func (q *queue) offer(b *ipamv1alpha1.IPBlock) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.latest == nil || newer(b.ResourceVersion, q.latest.ResourceVersion) {
-		q.latest = b
+		q.setLatestLocked(b)
 	}
+}
+
+// setLatestLocked records b (nil: none) as the newest copy of the block this process
+// has, and keeps the ledger's set of such blocks current. Call with q.mu locked.
+func (q *queue) setLatestLocked(b *ipamv1alpha1.IPBlock) {
+	q.latest = b
+	q.ahead.mark(q, b != nil)
+}
+
+// aheadSet holds the queues of which this process has a copy newer than its cache may
+// hold (queue.latest set), less other nodes' blocks once seen as such: the only
+// blocks of this node whose records a lookup in the cache's index by pod UID may
+// miss. It stays as small as the writes of the last moments, where the blocks this
+// process knows grow with the pool's fill (every lookup of what a pod holds used to
+// walk all of them).
+type aheadSet struct {
+	mu sync.Mutex
+	qs map[*queue]struct{}
+}
+
+func (a *aheadSet) mark(q *queue, ahead bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !ahead {
+		delete(a.qs, q)
+		return
+	}
+	if a.qs == nil {
+		a.qs = map[*queue]struct{}{}
+	}
+	a.qs[q] = struct{}{}
+}
+
+// of returns the queues of pool in the set ("" for every pool).
+func (a *aheadSet) of(pool string) []*queue {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*queue, 0, len(a.qs))
+	for q := range a.qs {
+		if pool == "" || q.pool == pool {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 // current returns the newest copy of the block known to this process: the cached one,
@@ -118,7 +165,7 @@ func (l *Ledger) read(ctx context.Context, q *queue) (*ipamv1alpha1.IPBlock, err
 	}
 	fresh.ManagedFields = nil
 	q.mu.Lock()
-	q.latest = fresh
+	q.setLatestLocked(fresh)
 	q.mu.Unlock()
 	return fresh, nil
 }
@@ -249,7 +296,7 @@ func (l *Ledger) commit(q *queue, batch []*request) {
 			q.mu.Unlock()
 		case apierrors.IsNotFound(err):
 			q.mu.Lock()
-			q.latest = nil
+			q.setLatestLocked(nil)
 			q.mu.Unlock()
 			fail(batch, fmt.Errorf("block %s: %w", q.name, errBlockGone))
 			return

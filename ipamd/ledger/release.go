@@ -66,14 +66,9 @@ func (l *Ledger) blocksOf(ctx context.Context, ps *poolState, v *poolView, owner
 			byName[b.Name] = l.queue(ps.name, b.Name, cidrOf(b)).best(b)
 		}
 	}
-	// Blocks this process wrote since the cache last heard of them.
-	ps.mu.Lock()
-	queues := make([]*queue, 0, len(ps.known))
-	for _, q := range ps.known {
-		queues = append(queues, q)
-	}
-	ps.mu.Unlock()
-	for _, q := range queues {
+	// Blocks this process wrote since the cache last heard of them: any other block of
+	// this node holding the owner's records is in the index.
+	for _, q := range l.ahead.of(ps.name) {
 		if byName[q.name] != nil {
 			continue
 		}
@@ -122,8 +117,15 @@ func (l *Ledger) ownCopy(ctx context.Context, q *queue) *ipamv1alpha1.IPBlock {
 	if err := l.opts.Cache.Get(ctx, client.ObjectKey{Name: q.name}, cached, client.UnsafeDisableDeepCopy); err != nil {
 		cached = nil
 	}
-	b := q.best(cached)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	b := q.bestLocked(cached)
 	if b == nil || b.Spec.Node != l.opts.Node {
+		if b != nil && cached == nil {
+			// Another node's block, which this node's cache never holds: nothing of
+			// it is this node's own until this process writes it again.
+			q.ahead.mark(q, false)
+		}
 		return nil
 	}
 	return b

@@ -102,21 +102,11 @@ func (l *Ledger) PoolsHolding(ctx context.Context, uid string) ([]string, error)
 			out = append(out, b.Spec.Pool)
 		}
 	}
-	l.mu.Lock()
-	queues := make([]*queue, 0, len(l.queues))
-	for _, q := range l.queues {
-		queues = append(queues, q)
-	}
-	l.mu.Unlock()
-	for _, q := range queues {
+	// The cache's copies, listed above, are the newest except for the blocks this
+	// process wrote since.
+	for _, q := range l.ahead.of("") {
 		if slices.Contains(out, q.pool) {
 			continue
-		}
-		q.mu.Lock()
-		pending := q.latest != nil
-		q.mu.Unlock()
-		if !pending {
-			continue // the cache's copy, listed above, is the newest
 		}
 		b := l.ownCopy(ctx, q)
 		if b == nil {
