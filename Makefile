@@ -144,5 +144,5 @@ docker-images: ## build the same images with Docker (BuildKit) from build/<image
 	@for c in $(IMAGES); do echo "== $(IMAGE_REPO)/$$c:$(IMAGE_TAG)"; \
 	  DOCKER_BUILDKIT=1 $(DOCKER) build -f build/$$c.Dockerfile -t $(IMAGE_REPO)/$$c:$(IMAGE_TAG) . ; done
 
-manifests: ## regenerate manifests/base's CRDs, webhook configurations and admission policies from crds/yaml and webhook/configs, and the Helm chart charts/nicpool from the kustomizations
+manifests: ## regenerate manifests/base's CRDs, webhook configurations and admission policies from crds/yaml and webhook/admission/configs, and the Helm chart charts/nicpool from the kustomizations
 	$(GO) run ./hack/manifests

@@ -597,9 +597,9 @@ func TestMetricsReference(t *testing.T) {
 			t.Errorf("%s does not describe the Event reason `%s`", name, r)
 		}
 	}
-	gc := regexp.MustCompile(`Reason[A-Za-z]* Reason = "([a-z-]+)"`).FindAllStringSubmatch(read(t, "webhook/gc/decide.go"), -1)
+	gc := regexp.MustCompile(`Reason[A-Za-z]* Reason = "([a-z-]+)"`).FindAllStringSubmatch(read(t, "webhook/controller/gc/decide.go"), -1)
 	if len(gc) == 0 {
-		t.Fatal("no garbage-collection reason in webhook/gc/decide.go")
+		t.Fatal("no garbage-collection reason in webhook/controller/gc/decide.go")
 	}
 	for _, r := range gc {
 		if !documented[r[1]] {

@@ -29,8 +29,8 @@ import (
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	nicwebhook "github.com/nicpool/nicpool/webhook"
-	"github.com/nicpool/nicpool/webhook/configs"
-	"github.com/nicpool/nicpool/webhook/gc"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
+	"github.com/nicpool/nicpool/webhook/controller/gc"
 )
 
 // servingCertificate writes what cert-manager's Certificate puts in the mounted

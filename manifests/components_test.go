@@ -40,8 +40,8 @@ import (
 	"github.com/nicpool/nicpool/ipamd/daemon"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 	nicwebhook "github.com/nicpool/nicpool/webhook"
-	"github.com/nicpool/nicpool/webhook/configs"
-	"github.com/nicpool/nicpool/webhook/gc"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
+	"github.com/nicpool/nicpool/webhook/controller/gc"
 )
 
 // rbacOnly keeps the objects that grant permissions (and where they live), so the

@@ -1,6 +1,6 @@
 // Package manifests renders the generated parts of nicpool's kustomize base from
 // their Go sources: the CRDs (crds/yaml), the webhook configurations and the
-// ValidatingAdmissionPolicies (webhook/configs). `make manifests` writes them; a test fails when the checked-in
+// ValidatingAdmissionPolicies (webhook/admission/configs). `make manifests` writes them; a test fails when the checked-in
 // copies are stale, so the manifests, the webhook and the tests share one source.
 package manifests
 
@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nicpool/nicpool/crds"
-	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 // Dir is this folder, relative to the repository root.
@@ -46,7 +46,7 @@ func Generated() (map[string][]byte, error) {
 	// caBundle source, the self-managed mode writes the caBundle at run time.
 	m, v := configs.Configurations(configs.Options{})
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, header, "webhook/configs")
+	fmt.Fprintf(&buf, header, "webhook/admission/configs")
 	for i, obj := range []any{m, v} {
 		y, err := cleanYAML(obj)
 		if err != nil {
@@ -61,7 +61,7 @@ func Generated() (map[string][]byte, error) {
 
 	policies, bindings := configs.Policies(configs.Options{})
 	buf = bytes.Buffer{}
-	fmt.Fprintf(&buf, header, "webhook/configs")
+	fmt.Fprintf(&buf, header, "webhook/admission/configs")
 	for i, p := range policies {
 		for j, obj := range []any{p, bindings[i]} {
 			y, err := cleanYAML(obj)

@@ -10,7 +10,7 @@ import (
 )
 
 // The checked-in CRDs and webhook configurations are what their Go sources
-// generate: a change to crds/ or webhook/configs without `make manifests` fails here.
+// generate: a change to crds/ or webhook/admission/configs without `make manifests` fails here.
 func TestGeneratedFilesAreCurrent(t *testing.T) {
 	files, err := manifests.Generated()
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/testenv"
-	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 // accessOnly keeps what says who may do what: RBAC and the admission policies.

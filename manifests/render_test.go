@@ -19,7 +19,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds"
 	"github.com/nicpool/nicpool/manifests"
-	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 const namespace = "nicpool-system"
@@ -219,7 +219,7 @@ func TestWebhookOnTheHostNetwork(t *testing.T) {
 	})
 }
 
-// The webhook configurations are exactly webhook/configs' and call the Service that
+// The webhook configurations are exactly webhook/admission/configs' and call the Service that
 // fronts the webhook Deployment.
 func TestWebhookConfigurations(t *testing.T) {
 	wantM, wantV := configs.Configurations(configs.Options{})
@@ -227,19 +227,19 @@ func TestWebhookConfigurations(t *testing.T) {
 		m := object[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration", configs.MutatingName)
 		v := object[admissionregistrationv1.ValidatingWebhookConfiguration](t, objs, "ValidatingWebhookConfiguration", configs.ValidatingName)
 		if len(m.Webhooks) != len(wantM.Webhooks) || len(v.Webhooks) != len(wantV.Webhooks) {
-			t.Fatalf("rendered %d+%d webhooks, webhook/configs has %d+%d", len(m.Webhooks), len(v.Webhooks), len(wantM.Webhooks), len(wantV.Webhooks))
+			t.Fatalf("rendered %d+%d webhooks, webhook/admission/configs has %d+%d", len(m.Webhooks), len(v.Webhooks), len(wantM.Webhooks), len(wantV.Webhooks))
 		}
 		var clients []admissionregistrationv1.WebhookClientConfig
 		for i, w := range m.Webhooks {
 			clients = append(clients, w.ClientConfig)
 			if w.Name != wantM.Webhooks[i].Name || *w.FailurePolicy != admissionregistrationv1.Fail || *w.SideEffects != admissionregistrationv1.SideEffectClassNone {
-				t.Errorf("mutating webhook %s differs from webhook/configs", w.Name)
+				t.Errorf("mutating webhook %s differs from webhook/admission/configs", w.Name)
 			}
 		}
 		for i, w := range v.Webhooks {
 			clients = append(clients, w.ClientConfig)
 			if w.Name != wantV.Webhooks[i].Name || *w.FailurePolicy != admissionregistrationv1.Fail || *w.SideEffects != admissionregistrationv1.SideEffectClassNone {
-				t.Errorf("validating webhook %s differs from webhook/configs", w.Name)
+				t.Errorf("validating webhook %s differs from webhook/admission/configs", w.Name)
 			}
 		}
 		svc := object[corev1.Service](t, objs, "Service", "nicpool-webhook")

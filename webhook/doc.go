@@ -1,6 +1,7 @@
-// Package webhook is nicpool's admission: it registers the pod mutating webhook and
-// the SpiderIPPool and SpiderReservedIP webhooks with a controller-runtime manager.
-// Each decision lives in its own package (pod, pool) as plain Go; configs holds the
-// webhook configurations and the ValidatingAdmissionPolicies the API server applies by
-// itself (who writes SpiderEndpoints and allocations, what a resolved pod looks like).
+// Package webhook wires nicpool's webhook binary: admission (webhook/admission: the
+// pod mutating webhook, the SpiderIPPool and SpiderReservedIP webhooks, the views
+// their decisions read, and the webhook configurations and ValidatingAdmissionPolicies
+// the API server applies by itself) and the leader-elected cluster controllers
+// (webhook/controller: garbage collection and the pool finalizer, each pool's counts,
+// capacity gauges), on one controller-runtime manager.
 package webhook

@@ -15,12 +15,13 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/crds/scheme"
 	"github.com/nicpool/nicpool/ipamd/ledger"
-	"github.com/nicpool/nicpool/webhook/capacity"
-	"github.com/nicpool/nicpool/webhook/configs"
-	"github.com/nicpool/nicpool/webhook/lookup"
-	"github.com/nicpool/nicpool/webhook/metrics"
-	"github.com/nicpool/nicpool/webhook/pod"
-	"github.com/nicpool/nicpool/webhook/pool"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
+	"github.com/nicpool/nicpool/webhook/admission/metrics"
+	"github.com/nicpool/nicpool/webhook/admission/pod"
+	"github.com/nicpool/nicpool/webhook/admission/pool"
+	"github.com/nicpool/nicpool/webhook/admission/views"
+	"github.com/nicpool/nicpool/webhook/controller/capacity"
+	"github.com/nicpool/nicpool/webhook/controller/poolcount"
 )
 
 // Webhook names as the metrics label them.
@@ -60,24 +61,24 @@ type Options struct {
 // admission views from the manager's cache, adds the pool counts controller and
 // the pool capacity gauges, and adds readiness checks that pass once the views are
 // synced and the webhook server serves. It returns the views.
-func Setup(ctx context.Context, mgr manager.Manager, o Options) (*lookup.Views, error) {
-	views := lookup.NewViews(mgr.GetAPIReader())
+func Setup(ctx context.Context, mgr manager.Manager, o Options) (*views.All, error) {
+	v := views.New(mgr.GetAPIReader())
 	// NetworkAttachmentDefinitions are read when the cluster has them (Multus);
 	// a cluster that gains the CRD later needs the webhook restarted to use them.
 	_, err := mgr.GetRESTMapper().RESTMapping(nadv1.SchemeGroupVersion.WithKind("NetworkAttachmentDefinition").GroupKind(), nadv1.SchemeGroupVersion.Version)
 	if err != nil && !meta.IsNoMatchError(err) {
 		return nil, fmt.Errorf("look up NetworkAttachmentDefinitions: %w", err)
 	}
-	if err := views.Register(ctx, mgr.GetCache(), err == nil); err != nil {
+	if err := v.Register(ctx, mgr.GetCache(), err == nil); err != nil {
 		return nil, fmt.Errorf("admission views: %w", err)
 	}
 	srv := mgr.GetWebhookServer()
 	register := func(path, name string, h admission.Handler) {
 		srv.Register(path, &admission.Webhook{Handler: metrics.Instrument(name, h)})
 	}
-	adm := pod.New(views)
+	adm := pod.New(v)
 	adm.ClusterNetworkNicpool = o.ClusterNetworkNicpool
-	register(configs.MutatePodPath, MutatePod, &pod.Handler{Admission: adm, Ready: views.Synced})
+	register(configs.MutatePodPath, MutatePod, &pod.Handler{Admission: adm, Ready: v.Synced})
 
 	scheme := mgr.GetScheme()
 	register(configs.MutatePoolPath, MutatePool, admission.WithDefaulter[*v2beta1.SpiderIPPool](scheme, pool.Defaulter{}).Handler)
@@ -93,7 +94,7 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) (*lookup.Views, 
 	register(configs.MutateReservedIPPath, MutateReservedIP, admission.WithDefaulter[*v2beta1.SpiderReservedIP](scheme, pool.ReservedDefaulter{}).Handler)
 	register(configs.ValidateReservedIPPath, ValidateReservedIP, admission.WithValidator[*v2beta1.SpiderReservedIP](scheme, pool.ReservedValidator{}).Handler)
 	counts := ledger.New(ledger.Options{Cache: mgr.GetClient(), Client: mgr.GetClient(), Fresh: mgr.GetAPIReader(), Log: mgr.GetLogger().WithName("ledger")})
-	if err := pool.NewCounter(counts).SetupWithManager(mgr); err != nil {
+	if err := poolcount.NewCounter(counts).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("pool counts controller: %w", err)
 	}
 	if err := capacity.SetupWithManager(mgr); err != nil {
@@ -101,7 +102,7 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) (*lookup.Views, 
 	}
 
 	if err := mgr.AddReadyzCheck("admission-views", func(*http.Request) error {
-		if !views.Synced() {
+		if !v.Synced() {
 			return errors.New("views of pools, namespaces and endpoints not synced")
 		}
 		return nil
@@ -111,5 +112,5 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) (*lookup.Views, 
 	if err := mgr.AddReadyzCheck("webhook-server", srv.StartedChecker()); err != nil {
 		return nil, err
 	}
-	return views, nil
+	return v, nil
 }

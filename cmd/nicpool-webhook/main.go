@@ -25,9 +25,9 @@ import (
 	"github.com/nicpool/nicpool/certs"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	nicwebhook "github.com/nicpool/nicpool/webhook"
-	"github.com/nicpool/nicpool/webhook/configs"
-	"github.com/nicpool/nicpool/webhook/gc"
-	"github.com/nicpool/nicpool/webhook/lookup"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
+	"github.com/nicpool/nicpool/webhook/admission/views"
+	"github.com/nicpool/nicpool/webhook/controller/gc"
 )
 
 // options are the command line.
@@ -163,7 +163,7 @@ func extraNames(o options) []string {
 }
 
 // registerGarbageCollector is where the leader-elected garbage collector and pool
-// finalizer of webhook/gc join the manager.
+// finalizer of webhook/controller/gc join the manager.
 func registerGarbageCollector(mgr manager.Manager, o gc.Options) error {
 	return gc.SetupWithManager(mgr, o)
 }
@@ -174,14 +174,14 @@ func registerGarbageCollector(mgr manager.Manager, o gc.Options) error {
 // keep only what their readers here read: pods as metadata alone (gc.PodMetadata,
 // gc.TransformPodMetadata; the garbage collector watches finished pods in full in a
 // cache of its own), nodes and endpoints reduced (gc.TransformNode,
-// lookup.TransformEndpoint).
+// views.TransformEndpoint).
 func cacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			gc.PodMetadata():          {Transform: gc.TransformPodMetadata},
 			&corev1.Node{}:            {Transform: gc.TransformNode},
-			&v2beta1.SpiderEndpoint{}: {Transform: lookup.TransformEndpoint},
+			&v2beta1.SpiderEndpoint{}: {Transform: views.TransformEndpoint},
 		},
 	}
 }

@@ -23,7 +23,7 @@ import (
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/testenv"
-	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 // TestMain discards controller-runtime's log (see testenv.Main).

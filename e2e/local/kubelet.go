@@ -23,7 +23,7 @@ import (
 	"github.com/nicpool/nicpool/e2e/cluster"
 	"github.com/nicpool/nicpool/e2e/kubelet"
 	"github.com/nicpool/nicpool/e2e/testenv"
-	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 // NodeKind says what plays the cluster's nodes.

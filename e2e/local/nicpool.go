@@ -23,7 +23,7 @@ import (
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/manifests"
-	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 // nicpoolCommands are built from this checkout for every run, so the stack never runs

@@ -28,7 +28,7 @@ import (
 
 	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/ipamd/api"
-	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 // readyTimeout bounds startup, cache sync included, on a shared 2-core machine.

@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
-	"github.com/nicpool/nicpool/webhook/gc"
-	"github.com/nicpool/nicpool/webhook/lookup"
+	"github.com/nicpool/nicpool/webhook/admission/views"
+	"github.com/nicpool/nicpool/webhook/controller/gc"
 )
 
 // BenchmarkCacheHeapByKind splits the resident figures of BenchmarkResidentMemory by
@@ -23,7 +23,7 @@ import (
 // this process against the same cluster and the live Go heap it adds is reported.
 // ipamd strips managedFields and watches only its node's pods; the webhook's manager
 // caches every pod of the cluster as metadata and every endpoint, reduced to what it
-// reads (gc.TransformPodMetadata, lookup.TransformEndpoint).
+// reads (gc.TransformPodMetadata, views.TransformEndpoint).
 func BenchmarkCacheHeapByKind(b *testing.B) {
 	f := benchCluster(b)
 	node := fields.OneTermEqualSelector("spec.nodeName", f.node(0))
@@ -40,7 +40,7 @@ func BenchmarkCacheHeapByKind(b *testing.B) {
 		{"pods-node-stripped", &corev1.Pod{}, &corev1.PodList{}, cache.ByObject{Field: node}, true},
 		{"endpoints", &v2beta1.SpiderEndpoint{}, &v2beta1.SpiderEndpointList{}, cache.ByObject{}, false},
 		{"endpoints-stripped", &v2beta1.SpiderEndpoint{}, &v2beta1.SpiderEndpointList{}, cache.ByObject{}, true},
-		{"endpoints-webhook", &v2beta1.SpiderEndpoint{}, &v2beta1.SpiderEndpointList{}, cache.ByObject{Transform: lookup.TransformEndpoint}, false},
+		{"endpoints-webhook", &v2beta1.SpiderEndpoint{}, &v2beta1.SpiderEndpointList{}, cache.ByObject{Transform: views.TransformEndpoint}, false},
 		{"pools", &v2beta1.SpiderIPPool{}, &v2beta1.SpiderIPPoolList{}, cache.ByObject{}, false},
 		{"pools-stripped", &v2beta1.SpiderIPPool{}, &v2beta1.SpiderIPPoolList{}, cache.ByObject{}, true},
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
-	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 // startTimeout bounds a binary's start, cache sync included, on a loaded machine.

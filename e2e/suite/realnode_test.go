@@ -22,7 +22,7 @@ import (
 	"github.com/nicpool/nicpool/e2e/local"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/ledger"
-	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 // Chaos on real nodes: what the stand-ins can only imitate. Each spec ends with the

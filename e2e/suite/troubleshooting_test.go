@@ -20,7 +20,7 @@ import (
 	"github.com/nicpool/nicpool/docs"
 	"github.com/nicpool/nicpool/e2e/local"
 	"github.com/nicpool/nicpool/e2e/testenv"
-	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 // situations create what the blocks marked <!-- run: situation NAME --> inspect; the

@@ -16,8 +16,8 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
-	"github.com/nicpool/nicpool/webhook/configs"
-	"github.com/nicpool/nicpool/webhook/gc"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
+	"github.com/nicpool/nicpool/webhook/controller/gc"
 )
 
 // newSpecPool creates a pool for one spec and deletes it when the spec ends, after the

@@ -15,7 +15,7 @@ import (
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/local"
-	"github.com/nicpool/nicpool/webhook/configs"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 // Stand-ins only for now: Stack.StopWebhook stops the local webhook process; on real

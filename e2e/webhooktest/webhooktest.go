@@ -34,8 +34,8 @@ import (
 	"github.com/nicpool/nicpool/e2e/cluster"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	nicwebhook "github.com/nicpool/nicpool/webhook"
-	"github.com/nicpool/nicpool/webhook/configs"
-	"github.com/nicpool/nicpool/webhook/lookup"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
+	"github.com/nicpool/nicpool/webhook/admission/views"
 )
 
 // Env is a control plane with nicpool's webhooks served in process.
@@ -44,7 +44,7 @@ type Env struct {
 	// Nicpool writes as nicpool's webhook service account: the one identity besides
 	// ipamd that the policies let write SpiderEndpoints and pool status.
 	Nicpool    client.Client
-	Views      *lookup.Views
+	Views      *views.All
 	Mutating   *admissionregistrationv1.MutatingWebhookConfiguration
 	Validating *admissionregistrationv1.ValidatingWebhookConfiguration
 	cancel     context.CancelFunc
@@ -90,13 +90,13 @@ func Start(opts configs.Options) (*Env, error) {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	views, err := nicwebhook.Setup(ctx, mgr, nicwebhook.Options{})
+	all, err := nicwebhook.Setup(ctx, mgr, nicwebhook.Options{})
 	if err != nil {
 		cancel()
 		_ = env.Stop()
 		return nil, err
 	}
-	e := &Env{Env: env, Views: views, Mutating: m, Validating: v, cancel: cancel, done: make(chan error, 1)}
+	e := &Env{Env: env, Views: all, Mutating: m, Validating: v, cancel: cancel, done: make(chan error, 1)}
 	if e.Nicpool, err = e.As(ServiceAccount(opts, configs.WebhookServiceAccount), nil); err != nil {
 		_ = env.Stop()
 		cancel()
@@ -115,7 +115,7 @@ func Start(opts configs.Options) (*Env, error) {
 			return false, nil
 		}
 		_ = conn.Close()
-		return views.Synced(), nil
+		return all.Synced(), nil
 	})
 	if err != nil {
 		_ = e.Stop()

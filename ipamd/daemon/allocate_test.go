@@ -17,7 +17,7 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/daemon"
-	"github.com/nicpool/nicpool/webhook/gc"
+	"github.com/nicpool/nicpool/webhook/controller/gc"
 )
 
 // Five nodes allocate for 500 pods at once from one pool of exactly 500 addresses:

@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/nicpool/nicpool/webhook/configs"
-	"github.com/nicpool/nicpool/webhook/lookup"
-	podwebhook "github.com/nicpool/nicpool/webhook/pod"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
+	podwebhook "github.com/nicpool/nicpool/webhook/admission/pod"
+	"github.com/nicpool/nicpool/webhook/admission/views"
 )
 
 // PodChange is what the migration writes on a running pod: the annotations nicpool's
@@ -43,7 +43,7 @@ type admitter struct {
 // informers feed them from the cluster, and returns THE admission decision over them.
 // Nothing is read beyond the inputs.
 func newAdmitter(in Inputs) *admitter {
-	v := lookup.NewViews(nil)
+	v := views.New(nil)
 	for _, p := range in.Pools {
 		v.Pools.Set(p.Object)
 	}
