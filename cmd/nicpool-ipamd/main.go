@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -30,6 +31,7 @@ func main() {
 		socket      = flag.String("socket", api.DefaultSocketPath, "unix socket the CNI plugin calls")
 		metricsAddr = flag.String("metrics-bind-address", ":9271", "address serving Prometheus metrics on /metrics; 0 disables")
 		healthAddr  = flag.String("health-probe-bind-address", ":9272", "address serving /healthz and /readyz; 0 disables")
+		pprofAddr   = flag.String("pprof-bind-address", "0", "address serving Go's runtime profiles (CPU, heap, goroutines) on /debug/pprof/; 0 disables, the default. They show the daemon's internals: bind it to localhost")
 		qps         = flag.Float64("kube-api-qps", 100, "API requests per second this daemon may send")
 		burst       = flag.Int("kube-api-burst", 200, "API request burst")
 		order       = flag.String("allocation-order", allocator.NextAfterLast.String(),
@@ -47,13 +49,13 @@ func main() {
 		log.Error(err, "--allocation-order")
 		os.Exit(2)
 	}
-	if err := run(*nodeName, *socket, *metricsAddr, *healthAddr, float32(*qps), *burst, allocationOrder); err != nil {
+	if err := run(*nodeName, *socket, *metricsAddr, *healthAddr, *pprofAddr, float32(*qps), *burst, allocationOrder); err != nil {
 		log.Error(err, "ipamd stopped")
 		os.Exit(1)
 	}
 }
 
-func run(nodeName, socket, metricsAddr, healthAddr string, qps float32, burst int, order allocator.Order) error {
+func run(nodeName, socket, metricsAddr, healthAddr, pprofAddr string, qps float32, burst int, order allocator.Order) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	cfg, err := ctrl.GetConfig()
@@ -70,6 +72,15 @@ func run(nodeName, socket, metricsAddr, healthAddr string, qps float32, burst in
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
 		go serveHTTP(ctx, metricsAddr, mux)
+	}
+	if pprofAddr != "0" && pprofAddr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		go serveHTTP(ctx, pprofAddr, mux)
 	}
 	if healthAddr != "0" && healthAddr != "" {
 		mux := http.NewServeMux()

@@ -21,9 +21,19 @@ type Ipamd struct {
 	RunDir, Socket string
 	// Health serves /readyz and /healthz, Metrics serves /metrics (host:port).
 	Health, Metrics string
+	// Pprof serves Go's runtime profiles on /debug/pprof/ (host:port) when
+	// IpamdOptions.Pprof asked for them, else "".
+	Pprof string
 
 	bin, kubeconfig string
 	env             []string
+	opts            IpamdOptions
+}
+
+// IpamdOptions are what a test asks of an ipamd beyond the DaemonSet's settings.
+type IpamdOptions struct {
+	// Pprof serves the runtime profiles (--pprof-bind-address) on a free loopback port.
+	Pprof bool
 }
 
 // StartIpamd runs nicpool-ipamd for node as the DaemonSet runs it (flags, Go runtime
@@ -31,11 +41,16 @@ type Ipamd struct {
 // in runDir (the node's /run/nicpool, under the same file name) and its log beside it. A unix socket's path must fit in 108 bytes: keep
 // runDir short.
 func StartIpamd(bin, kubeconfig, node, runDir string) (*Ipamd, error) {
+	return StartIpamdWith(bin, kubeconfig, node, runDir, IpamdOptions{})
+}
+
+// StartIpamdWith is StartIpamd with opts.
+func StartIpamdWith(bin, kubeconfig, node, runDir string, opts IpamdOptions) (*Ipamd, error) {
 	env, err := DeployedEnv("ipamd")
 	if err != nil {
 		return nil, err
 	}
-	d := &Ipamd{Node: node, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(api.DefaultSocketPath)), bin: bin, kubeconfig: kubeconfig, env: env}
+	d := &Ipamd{Node: node, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(api.DefaultSocketPath)), bin: bin, kubeconfig: kubeconfig, env: env, opts: opts}
 	return d, d.start()
 }
 
@@ -48,9 +63,15 @@ func (d *Ipamd) start() (err error) {
 	if d.Metrics, err = FreeAddr(); err != nil {
 		return err
 	}
-	d.Process, err = Start("nicpool-ipamd "+d.Node, d.bin, d.env, filepath.Join(d.RunDir, "ipamd.log"),
-		"--kubeconfig", d.kubeconfig, "--node-name", d.Node, "--socket", d.Socket,
-		"--metrics-bind-address", d.Metrics, "--health-probe-bind-address", d.Health)
+	args := []string{"--kubeconfig", d.kubeconfig, "--node-name", d.Node, "--socket", d.Socket,
+		"--metrics-bind-address", d.Metrics, "--health-probe-bind-address", d.Health}
+	if d.opts.Pprof {
+		if d.Pprof, err = FreeAddr(); err != nil {
+			return err
+		}
+		args = append(args, "--pprof-bind-address", d.Pprof)
+	}
+	d.Process, err = Start("nicpool-ipamd "+d.Node, d.bin, d.env, filepath.Join(d.RunDir, "ipamd.log"), args...)
 	return err
 }
 
@@ -61,7 +82,7 @@ const portRaces = 3
 func (d *Ipamd) lostPort() bool {
 	b, _ := os.ReadFile(d.Log)
 	return strings.Contains(string(b), "address already in use") &&
-		(strings.Contains(string(b), d.Health) || strings.Contains(string(b), d.Metrics))
+		(strings.Contains(string(b), d.Health) || strings.Contains(string(b), d.Metrics) || (d.Pprof != "" && strings.Contains(string(b), d.Pprof)))
 }
 
 // WaitReady waits until /readyz answers: the caches have synced and the socket

@@ -111,13 +111,22 @@ func setUp(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario)
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			return err
 		}
-		d, err := binaries.StartIpamd(bins.Ipamd, env.Kubeconfig, s.nodeName(n), dir)
+		d, err := binaries.StartIpamdWith(bins.Ipamd, env.Kubeconfig, s.nodeName(n), dir, binaries.IpamdOptions{Pprof: os.Getenv("NICPOOL_SCALE_PPROF") != ""})
 		w.nodes[n] = d
 		return err
 	}); err != nil {
 		return w, err
 	}
-	return w, inParallel(s.Nodes, func(n int) error { return w.nodes[n].WaitReady(readyTimeout) })
+	if err := inParallel(s.Nodes, func(n int) error { return w.nodes[n].WaitReady(readyTimeout) }); err != nil {
+		return w, err
+	}
+	for _, d := range w.nodes {
+		if d.Pprof != "" {
+			// Now, not in the run's report: the profiles are read while it runs.
+			fmt.Fprintf(os.Stderr, "%s: profiles on http://%s/debug/pprof/\n", d.Node, d.Pprof)
+		}
+	}
+	return w, nil
 }
 
 // tearDown stops every ipamd and removes their directories.

@@ -23,5 +23,8 @@
 // attempt's timeout, doubling per attempt) (Go durations),
 // NICPOOL_SCALE_SAMPLE_EVERY (read the API server's counters each time this many more
 // pods hold an address). NICPOOL_SCALE_KEEP_LOGS=1 keeps the ipamd logs (the run's
-// temporary directory) after the run.
+// temporary directory) after the run. NICPOOL_SCALE_PPROF=1 starts every ipamd with
+// --pprof-bind-address on a loopback port and prints where once they are ready:
+//
+//	go tool pprof "http://ADDRESS/debug/pprof/profile?seconds=30"
 package scale
