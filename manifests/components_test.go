@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -201,7 +203,7 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 	if _, err := nicwebhook.Setup(ctx, mgr, nicwebhook.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := gc.SetupWithManager(mgr, gc.Options{MinAge: -1, TerminatingGrace: -1, Debounce: 50 * time.Millisecond, Interval: time.Second}); err != nil {
+	if err := gc.SetupWithManager(mgr, gc.Options{MinAge: ptr.To(time.Duration(0)), TerminatingGrace: ptr.To(time.Duration(0)), Debounce: 50 * time.Millisecond, Interval: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	mgrDone := make(chan error, 1)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,7 +123,7 @@ var _ = Describe("a terminating pod on a node that stopped reporting", func() {
 		// The pass writes as the garbage collector does (the policies let only nicpool's
 		// service accounts write pool status); a fresh collector releases no orphan on
 		// its first pass (MinAge), so only terminating pods are judged.
-		collector := gc.NewCollector(asWebhook(), stack.Client, gc.Options{TerminatingGrace: -1})
+		collector := gc.NewCollector(asWebhook(), stack.Client, gc.Options{TerminatingGrace: ptr.To(time.Duration(0))})
 		res, err := collector.Pass(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		for _, r := range res.Released {

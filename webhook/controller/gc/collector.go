@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,12 +29,12 @@ type Options struct {
 	// Interval between periodic full passes. Default 2m.
 	Interval time.Duration
 	// MinAge is how long a record must be seen without its pod before it is released,
-	// on top of the live read that confirms the pod's absence. Default 30s; a negative
-	// value releases on first sight (the live read still confirms).
-	MinAge time.Duration
+	// on top of the live read that confirms the pod's absence. nil: 30s; 0 releases
+	// on first sight (the live read still confirms).
+	MinAge *time.Duration
 	// TerminatingGrace is how long a terminating pod keeps its addresses after its
-	// deletionTimestamp, for the kubelet to run CNI DEL. Default 30s; negative means 0.
-	TerminatingGrace time.Duration
+	// deletionTimestamp, for the kubelet to run CNI DEL. nil: 30s; 0: none.
+	TerminatingGrace *time.Duration
 	// KeepTerminating keeps the addresses of terminating pods until their object is
 	// gone, whatever their grace (see Policy.KeepTerminating).
 	KeepTerminating bool
@@ -59,11 +61,8 @@ const liveListThreshold = 5
 
 func (o Options) withDefaults() Options {
 	o.Interval = cmp.Or(o.Interval, DefaultInterval)
-	// Negative values stay negative: they mean "none" and must survive a second
-	// defaulting (SetupWithManager and NewCollector both default); users of the two
-	// fields clamp them at zero.
-	o.MinAge = cmp.Or(o.MinAge, DefaultMinAge)
-	o.TerminatingGrace = cmp.Or(o.TerminatingGrace, DefaultTerminatingGrace)
+	o.MinAge = cmp.Or(o.MinAge, ptr.To(DefaultMinAge))
+	o.TerminatingGrace = cmp.Or(o.TerminatingGrace, ptr.To(DefaultTerminatingGrace))
 	o.Debounce = cmp.Or(o.Debounce, DefaultDebounce)
 	return o
 }
@@ -109,7 +108,7 @@ type Result struct {
 // every release resting on a pod's absence is still confirmed through live. For
 // end-to-end suites and benchmarks.
 func RunOnce(ctx context.Context, c client.Client, live client.Reader) (Result, error) {
-	return NewCollector(c, live, Options{MinAge: -1}).Pass(ctx)
+	return NewCollector(c, live, Options{MinAge: ptr.To(time.Duration(0))}).Pass(ctx)
 }
 
 // Pass runs one full garbage collection pass.
@@ -128,7 +127,7 @@ func (c *Collector) Pass(ctx context.Context) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
-	policy := Policy{TerminatingGrace: max(c.opts.TerminatingGrace, 0), KeepTerminating: c.opts.KeepTerminating,
+	policy := Policy{TerminatingGrace: max(*c.opts.TerminatingGrace, 0), KeepTerminating: c.opts.KeepTerminating,
 		ReleaseOnNotReadyNode: c.opts.ReleaseOnNotReadyNode}
 	plan := Decide(snap, policy)
 	recheck := plan.Recheck
@@ -254,7 +253,7 @@ func (c *Collector) ripen(plan Plan, now time.Time) (Plan, int, time.Time) {
 			keys = append(keys, e.key())
 		}
 	}
-	ripe, next := c.clock.ripe(keys, now, max(c.opts.MinAge, 0))
+	ripe, next := c.clock.ripe(keys, now, max(*c.opts.MinAge, 0))
 	out := Plan{Recheck: plan.Recheck}
 	for _, r := range plan.Releases {
 		if !r.Reason.restsOnAbsence() || ripe[r.key()] {

@@ -2,7 +2,6 @@ package gc
 
 import (
 	"flag"
-	"time"
 )
 
 // BindFlags registers the collector's options as command-line flags with the defaults
@@ -11,9 +10,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	*o = o.withDefaults()
 	fs.DurationVar(&o.Interval, "gc-interval", o.Interval,
 		"interval between full garbage collection passes")
-	fs.Var((*explicitDuration)(&o.MinAge), "gc-min-age",
+	fs.DurationVar(o.MinAge, "gc-min-age", *o.MinAge,
 		"how long an address must be seen without its pod before the garbage collector releases it (0: at once, after the live check)")
-	fs.Var((*explicitDuration)(&o.TerminatingGrace), "gc-terminating-grace",
+	fs.DurationVar(o.TerminatingGrace, "gc-terminating-grace", *o.TerminatingGrace,
 		"how long a terminating pod keeps its addresses after its deletionTimestamp (0: none)")
 	fs.BoolVar(&o.KeepTerminating, "gc-keep-terminating", o.KeepTerminating,
 		"never release the addresses of a pod that still exists, however long it has been terminating")
@@ -21,27 +20,4 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"release a terminating pod's addresses at the end of its grace even while its node is not Ready (default: keep them until the pod object is gone, as the node may be partitioned and still run the pod)")
 	fs.DurationVar(&o.Debounce, "gc-debounce", o.Debounce,
 		"delay between a pod or StatefulSet event and the pass it triggers")
-}
-
-// explicitDuration is a duration flag whose explicit 0 is kept as "none" (stored
-// negative), since a zero Options field means "default".
-type explicitDuration time.Duration
-
-func (d *explicitDuration) String() string {
-	if d == nil {
-		return "0s"
-	}
-	return max(time.Duration(*d), 0).String()
-}
-
-func (d *explicitDuration) Set(s string) error {
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	if v <= 0 {
-		v = -1
-	}
-	*d = explicitDuration(v)
-	return nil
 }

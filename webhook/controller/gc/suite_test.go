@@ -78,8 +78,8 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(gc.SetupWithManager(mgr, gc.Options{
 		Interval:         5 * time.Second,
-		MinAge:           300 * time.Millisecond,
-		TerminatingGrace: -1, // release as soon as deletionTimestamp passes
+		MinAge:           ptr.To(300 * time.Millisecond),
+		TerminatingGrace: ptr.To(time.Duration(0)), // release as soon as deletionTimestamp passes
 		Debounce:         100 * time.Millisecond,
 	})).To(Succeed())
 
