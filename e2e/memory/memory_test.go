@@ -190,7 +190,9 @@ func jsonPointerEscape(s string) string {
 // Then the cluster grows to 20,000 pods (10 more such pools, on 10 more nodes) and
 // both are measured again: the difference is each binary's cost per additional
 // 10,000 pods in a cluster that grows by nodes. NICPOOL_MEMORY_PODS adds a last size
-// (e.g. 100000; writing 100,000 pods takes a while).
+// (e.g. 100000; writing 100,000 pods takes a while). The benchmark ends with each
+// binary's figures at every size and its cost per additional 10,000 pods from 10,000
+// to each larger size, at rest and at the peak.
 //
 // Each binary is started with the Go runtime settings (GOMEMLIMIT) its container has
 // in manifests/base, waited for until ready with its caches synced (ipamd:
@@ -205,25 +207,45 @@ func BenchmarkResidentMemory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rss := map[int]map[string]float64{}
+	got := map[int]map[string]binaries.Memory{}
 	for _, pods := range sizes {
 		b.Run(fmt.Sprintf("pods=%d", pods), func(b *testing.B) {
 			f := clusterOf(b, pods)
 			for b.Loop() {
-				rss[pods] = measure(b, bins, f)
+				got[pods] = measure(b, bins, f)
 			}
 		})
 	}
-	// The cost of each next 10,000 pods, between the first two sizes measured.
-	if len(sizes) > 1 && rss[sizes[0]] != nil && rss[sizes[1]] != nil {
-		steps := float64(sizes[1]-sizes[0]) / clusterStep
-		for _, name := range []string{"ipamd", "webhook"} {
-			per := (rss[sizes[1]][name] - rss[sizes[0]][name]) / steps
-			b.Logf("%s: VmRSS %.1f MiB at %d pods, %.1f MiB at %d: %+.1f MiB per additional 10,000 pods (on other nodes than ipamd's, in 10 more pools)",
-				name, rss[sizes[0]][name], sizes[0], rss[sizes[1]][name], sizes[1], per)
-			b.ReportMetric(per, name+"-MiB/10k-pods")
+	for _, line := range summary(sizes, got) {
+		b.Log(line)
+	}
+}
+
+// summary states, for each binary, its resident memory at rest and at its peak at
+// every size measured, and its cost per additional 10,000 pods from the first size
+// to each larger one.
+func summary(sizes []int, got map[int]map[string]binaries.Memory) []string {
+	var lines []string
+	for _, name := range []string{"ipamd", "webhook"} {
+		first, ok := got[sizes[0]][name]
+		if !ok {
+			continue
+		}
+		for _, pods := range sizes {
+			m, ok := got[pods][name]
+			if !ok {
+				continue
+			}
+			line := fmt.Sprintf("%s at %d pods: VmRSS %.1f MiB at rest, VmHWM %.1f MiB at its peak (goal: under %d MiB at 10,000 pods)", name, pods, mib(m.RSS), mib(m.HWM), goalMiB)
+			if pods > sizes[0] {
+				steps := float64(pods-sizes[0]) / clusterStep
+				line += fmt.Sprintf("; from %d pods: %+.1f MiB at rest, %+.1f MiB at the peak per additional 10,000 pods (on other nodes than ipamd's, in 10 more pools)",
+					sizes[0], (mib(m.RSS)-mib(first.RSS))/steps, (mib(m.HWM)-mib(first.HWM))/steps)
+			}
+			lines = append(lines, line)
 		}
 	}
+	return lines
 }
 
 // clusterStep is what each fixture of the memory benchmark adds: 10 pools of 1000
@@ -299,9 +321,9 @@ func clusterOf(b *testing.B, pods int) fixture {
 }
 
 // measure starts both binaries against the cluster, waits until they are ready and
-// settled, and returns each one's VmRSS in MiB by name ("ipamd", "webhook").
-func measure(b *testing.B, bins binaries.Set, f fixture) map[string]float64 {
-	out := map[string]float64{}
+// settled, and returns each one's memory by name ("ipamd", "webhook").
+func measure(b *testing.B, bins binaries.Set, f fixture) map[string]binaries.Memory {
+	out := map[string]binaries.Memory{}
 	began := time.Now()
 	d := startIpamd(b, bins.Ipamd, env.Kubeconfig, f.node(0))
 	w := startWebhook(b, bins.Webhook, env.Kubeconfig)
@@ -337,7 +359,7 @@ func measure(b *testing.B, bins binaries.Set, f fixture) map[string]float64 {
 			s.p.Name, binaries.DescribeEnv(s.p.Env), mib(m.RSS), note, mib(m.Anon), mib(m.File), mib(m.HWM), heapText, goalMiB)
 		b.ReportMetric(mib(m.RSS), s.name+"-rss-MiB")
 		b.ReportMetric(mib(m.HWM), s.name+"-hwm-MiB")
-		out[s.name] = mib(m.RSS)
+		out[s.name] = m
 	}
 	d.Stop(30 * time.Second)
 	w.Stop(30 * time.Second)
