@@ -35,6 +35,9 @@ type Counters struct {
 	// WatchEvents and WatchBytes count the watch events sent, summed over watchers,
 	// by "resource.group" (apiserver_watch_events_total, _sizes).
 	WatchEvents, WatchBytes map[string]float64
+	// Watches counts the watch requests open at the reading, by "resource.group"
+	// (apiserver_longrunning_requests{verb="WATCH"}); Sub keeps the later reading's.
+	Watches map[string]float64
 	// APIServerCPU and EtcdCPU are process_cpu_seconds_total.
 	APIServerCPU, EtcdCPU float64
 }
@@ -98,7 +101,7 @@ func ReadCounters(ctx context.Context, env *testenv.Env) (*Counters, error) {
 		return nil, fmt.Errorf("scrape kube-apiserver /metrics: %w", err)
 	}
 	c := &Counters{At: time.Now(), Requests: map[RequestKey]float64{}, Bodies: map[BodyKey]Histogram{},
-		WatchEvents: map[string]float64{}, WatchBytes: map[string]float64{}}
+		WatchEvents: map[string]float64{}, WatchBytes: map[string]float64{}, Watches: map[string]float64{}}
 	families, err := parseMetrics(raw)
 	if err != nil {
 		return nil, fmt.Errorf("kube-apiserver /metrics: %w", err)
@@ -117,6 +120,11 @@ func ReadCounters(ctx context.Context, env *testenv.Env) (*Counters, error) {
 	}
 	for _, m := range families["apiserver_watch_events_sizes"].GetMetric() {
 		c.WatchBytes[groupResource(labels(m))] += m.GetHistogram().GetSampleSum()
+	}
+	for _, m := range families["apiserver_longrunning_requests"].GetMetric() {
+		if l := labels(m); l["verb"] == "WATCH" {
+			c.Watches[groupResource(l)] += m.GetGauge().GetValue()
+		}
 	}
 	c.APIServerCPU = cpuOf(families)
 	if env.Env == nil {
@@ -139,7 +147,7 @@ func ReadCounters(ctx context.Context, env *testenv.Env) (*Counters, error) {
 // Sub is what was counted between before and c.
 func (c *Counters) Sub(before *Counters) *Counters {
 	d := &Counters{At: c.At, Requests: map[RequestKey]float64{}, Bodies: map[BodyKey]Histogram{},
-		WatchEvents: map[string]float64{}, WatchBytes: map[string]float64{},
+		WatchEvents: map[string]float64{}, WatchBytes: map[string]float64{}, Watches: c.Watches,
 		APIServerCPU: c.APIServerCPU - before.APIServerCPU, EtcdCPU: c.EtcdCPU - before.EtcdCPU}
 	for k, v := range c.Requests {
 		if v -= before.Requests[k]; v != 0 {
@@ -284,6 +292,44 @@ func (c *Counters) Watch() (events, bytes float64) {
 		}
 	}
 	return events, bytes
+}
+
+// Bookmarks estimates how many of the watch events Watch counts no write caused: the
+// API server sends each watch a bookmark about once a minute, however little
+// changes, so they grow with the watches open and the run's length, not with the
+// allocations. The estimate is the events per watch of nicpool's resources that no
+// request wrote during the run (every event of those is a bookmark), times every watch
+// of nicpool's resources; ok is false when every resource was written or none was
+// watched.
+func (c *Counters) Bookmarks() (bookmarks float64, ok bool) {
+	written := map[string]bool{}
+	for k, v := range c.Requests {
+		if mutating(k.Verb) && v > 0 {
+			written[groupResource(map[string]string{"group": k.Group, "resource": k.Resource})] = true
+		}
+	}
+	var quietEvents, quietWatches float64
+	for k, n := range c.Watches {
+		if _, group, _ := strings.Cut(k, "."); ours(group) && !written[k] {
+			quietEvents += c.WatchEvents[k]
+			quietWatches += n
+		}
+	}
+	if quietWatches == 0 {
+		return 0, false
+	}
+	return quietEvents / quietWatches * c.ourWatches(), true
+}
+
+// ourWatches counts the watches of nicpool's resources open at the reading.
+func (c *Counters) ourWatches() float64 {
+	var n float64
+	for k, v := range c.Watches {
+		if _, group, _ := strings.Cut(k, "."); ours(group) {
+			n += v
+		}
+	}
+	return n
 }
 
 // WatchBreakdown lists watch events by resource, nicpool's groups first, most

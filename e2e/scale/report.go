@@ -35,8 +35,8 @@ func (r *Result) Lines() []string {
 				writes/ok, writes, conflicts, r.API.WriteBreakdown(), r.API.Events()),
 			fmt.Sprintf("bytes sent: %s per allocation (%s in all); largest write %s (%s); largest object stored: %s %s, %s",
 				bytesText(r.API.BodyBytes()/ok), bytesText(r.API.BodyBytes()), bodyRange(low, high), res, r.Largest.Resource, r.Largest.Name, bytesText(float64(r.Largest.Bytes))),
-			fmt.Sprintf("watch events of nicpool's objects: %.1f per allocation (%s per allocation), summed over watchers: %s",
-				events/ok, bytesText(eventBytes/ok), r.API.WatchBreakdown()))
+			fmt.Sprintf("watch events of nicpool's objects: %.2f per allocation (%s per allocation), summed over watchers: %s; %s",
+				events/ok, bytesText(eventBytes/ok), r.API.WatchBreakdown(), bookmarkText(r.API, ok)))
 	}
 	lines = append(lines, fmt.Sprintf("CPU: kube-apiserver %s, etcd %s, the %d ipamd %.1f s, plugin execs %.1f s (%s); largest ipamd peak RSS %s; load average %s",
 		apiCPU, etcdCPU, s.Nodes, r.IpamdCPU, r.PluginCPU, perExec(r.PluginCPU, r.PluginExecs), bytesText(float64(r.IpamdPeakRSS)), r.Load))
@@ -120,9 +120,23 @@ func (r *Result) Metrics() map[string]float64 {
 		m["conflicts"] = conflicts
 		m["bytes/alloc"] = r.API.BodyBytes() / ok
 		m["watch-ev/alloc"] = events / ok
+		if bm, known := r.API.Bookmarks(); known {
+			m["watch-ev-written/alloc"] = (events - bm) / ok
+		}
 		m["apiserver-cpu-s"] = r.API.APIServerCPU
 	}
 	return m
+}
+
+// bookmarkText says how many of the watch events were bookmarks rather than writes.
+func bookmarkText(c *Counters, allocated float64) string {
+	bm, ok := c.Bookmarks()
+	if !ok {
+		return "bookmarks not estimated (every resource of nicpool's was written)"
+	}
+	events, _ := c.Watch()
+	return fmt.Sprintf("about %.0f of them bookmarks (the API server's heartbeat to each of %.0f watches, estimated from the resources nobody wrote), %.2f per allocation caused by writes",
+		bm, c.ourWatches(), (events-bm)/allocated)
 }
 
 func (r *Result) percentile(p int) time.Duration {

@@ -61,3 +61,38 @@ func TestReportWithoutCounters(t *testing.T) {
 		t.Errorf("metrics %v: want the allocations and no API figure", m)
 	}
 }
+
+// Bookmarks are told apart from the events writes caused by the resources nobody
+// wrote: 100 watches of reserved IPs got 100 events (one bookmark each), so the 400
+// watches of nicpool's four resources got about 400 bookmarks; the pods' events are
+// not nicpool's and count for nothing.
+func TestBookmarksEstimatedFromResourcesNobodyWrote(t *testing.T) {
+	c := &Counters{
+		Requests: map[RequestKey]float64{
+			{Group: "ipam.nicpool.io", Resource: "ipblocks", Verb: "PATCH", Code: "200"}:                 300,
+			{Group: "spiderpool.spidernet.io", Resource: "spiderendpoints", Verb: "POST", Code: "201"}:   1000,
+			{Group: "spiderpool.spidernet.io", Resource: "spiderippools", Verb: "GET", Code: "200"}:      50,
+			{Group: "spiderpool.spidernet.io", Resource: "spiderreservedips", Verb: "LIST", Code: "200"}: 5,
+		},
+		WatchEvents: map[string]float64{
+			"ipblocks.ipam.nicpool.io": 400, "spiderendpoints.spiderpool.spidernet.io": 1100,
+			"spiderippools.spiderpool.spidernet.io": 100, "spiderreservedips.spiderpool.spidernet.io": 100, "pods": 5000,
+		},
+		Watches: map[string]float64{
+			"ipblocks.ipam.nicpool.io": 100, "spiderendpoints.spiderpool.spidernet.io": 100,
+			"spiderippools.spiderpool.spidernet.io": 100, "spiderreservedips.spiderpool.spidernet.io": 100, "pods": 100,
+		},
+	}
+	if bm, ok := c.Bookmarks(); !ok || bm != 400 {
+		t.Errorf("bookmarks %v (%v), want 400", bm, ok)
+	}
+	if events, _ := c.Watch(); events != 1700 {
+		t.Errorf("watch events of nicpool's resources %v, want 1700", events)
+	}
+
+	c.Requests[RequestKey{Group: "spiderpool.spidernet.io", Resource: "spiderreservedips", Verb: "POST", Code: "201"}] = 1
+	c.Requests[RequestKey{Group: "spiderpool.spidernet.io", Resource: "spiderippools", Verb: "PUT", Code: "200"}] = 1
+	if bm, ok := c.Bookmarks(); ok {
+		t.Errorf("every resource written: bookmarks estimated at %v, want no estimate", bm)
+	}
+}
