@@ -190,11 +190,7 @@ func (p *Plugin) Del(args *CmdArgs) error {
 		Pod:        pod.Pod,
 		Network:    c.conf.NetworkConfig(),
 	})
-	var e *api.Error
 	switch {
-	case errors.As(err, &e) && e.Code == api.CodeUnknownContainer:
-		log.Info("nothing to release: ipamd does not know the container or pod", "reason", e.Error())
-		return nil
 	case errors.Is(err, api.ErrUnreachable):
 		// The pod goes without ipamd: its addresses stay recorded until the garbage
 		// collector sees the pod deleted (a StatefulSet pod that returns keeps them).

@@ -294,7 +294,6 @@ func TestDel(t *testing.T) {
 		wantCode uint
 	}{
 		{"released", 200, api.ReleaseResponse{Released: []string{"10.6.0.7"}}, 0},
-		{"unknown container is success", 404, api.Error{Code: api.CodeUnknownContainer, Message: "unknown container c1"}, 0},
 		{"ipamd starting is retried", 503, api.Error{Code: api.CodeTryAgainLater, Message: "starting"}, types.ErrTryAgainLater},
 	}
 	for _, tt := range tests {

@@ -23,7 +23,7 @@ const leftoversFile = "leftovers"
 // started it in the background.
 func run(ctx context.Context, dir string, nodes int, kind local.NodeKind, detached bool) error {
 	_ = os.Remove(filepath.Join(dir, readyFile))
-	for _, stale := range []string{"cluster", "nodes", "host-local", "fabric"} {
+	for _, stale := range []string{"cluster", "nodes", "fabric"} {
 		if err := os.RemoveAll(filepath.Join(dir, stale)); err != nil {
 			return err
 		}

@@ -210,7 +210,7 @@ func (s *Stack) addRealNode(ctx context.Context, i int, images []string) error {
 		ClientKey:   key,
 		Hosts:       s.hosts(),
 		CgroupRoot:  "/" + net.Namespace,
-		CNIPlugins:  []string{"multus", "macvlan", "loopback", "host-local"},
+		CNIPlugins:  []string{"multus", "macvlan", "loopback"},
 		CNIConfig:   cniConfig,
 		Images:      images,
 	})

@@ -31,7 +31,7 @@ import (
 var nicpoolCommands = []string{"nicpool", "nicpool-ipamd", "nicpool-webhook"}
 
 // cniPlugins are the tools of bin/ the nodes' Multus delegates to.
-var cniPlugins = []string{"multus", "macvlan", "bridge", "host-local"}
+var cniPlugins = []string{"multus", "macvlan", "bridge"}
 
 // buildNicpool builds nicpool's binaries into Dir/bin beside links to the CNI
 // plugins, the one directory the nodes' Multus finds every plugin in.
