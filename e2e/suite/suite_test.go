@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nicpool/nicpool/e2e/local"
 	"github.com/nicpool/nicpool/e2e/testenv"
@@ -28,6 +29,9 @@ func TestEndToEnd(t *testing.T) {
 	// Specs pass their context to Eventually; without this it would wait for the
 	// context alone, i.e. forever.
 	EnforceDefaultTimeoutsWhenUsingContexts()
+	// controller-runtime's clients log to the spec's output (shown when it fails), and
+	// print no "log.SetLogger(...) was never called" stack.
+	ctrllog.SetLogger(GinkgoLogr)
 	RunSpecs(t, "nicpool end to end")
 }
 
