@@ -5,11 +5,11 @@ package endpoint
 
 import (
 	"context"
-	"strconv"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
@@ -63,11 +63,14 @@ func (s *Store) Get(ctx context.Context, key types.NamespacedName) (*v2beta1.Spi
 		}
 	}
 	w := s.written[key]
-	if w != nil && (ep == nil || rvNewer(w.ResourceVersion, ep.ResourceVersion)) {
-		return w, nil
+	if w != nil && ep != nil {
+		if c, err := resourceversion.CompareResourceVersion(w.ResourceVersion, ep.ResourceVersion); err != nil || c <= 0 {
+			delete(s.written, key) // the cache has caught up (or moved on): it is the newest now
+			return ep, nil
+		}
 	}
 	if w != nil {
-		delete(s.written, key) // the cache has caught up (or moved on): it is the newest now
+		return w, nil // what this process wrote last, which the cache has not seen yet
 	}
 	return ep, nil
 }
@@ -142,12 +145,6 @@ func (s *Store) removed(key types.NamespacedName, uid types.UID) {
 	defer s.mu.Unlock()
 	delete(s.written, key)
 	s.gone[key] = uid
-}
-
-func rvNewer(a, b string) bool {
-	ra, ea := strconv.ParseUint(a, 10, 64)
-	rb, eb := strconv.ParseUint(b, 10, 64)
-	return ea == nil && eb == nil && ra > rb
 }
 
 func result(err error) string {

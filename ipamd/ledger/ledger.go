@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"strings"
 	"sync"
 
@@ -246,10 +248,9 @@ func (l *Ledger) poolRange(ctx context.Context, pool string, blk netip.Prefix) (
 	return v.rng, nil
 }
 
-// newer reports whether resourceVersion a is later than b. resourceVersions are opaque
-// to clients, but etcd's are integers; when either is not, a is not newer.
+// newer reports whether resourceVersion a is later than b, by the API machinery's own
+// comparison; when either is not a well-formed resourceVersion, a is not newer.
 func newer(a, b string) bool {
-	ra, ea := strconv.ParseUint(a, 10, 64)
-	rb, eb := strconv.ParseUint(b, 10, 64)
-	return ea == nil && eb == nil && ra > rb
+	c, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && c > 0
 }
