@@ -117,10 +117,9 @@ func escapeTemplates(y []byte) []byte {
 // chartValues are the chart's values with the manifests' defaults, filled in while
 // the objects are templated.
 type chartValues struct {
-	certificates map[string]any
-	images       map[string]any
-	webhook      map[string]any
-	ipamd        map[string]any
+	images  map[string]any
+	webhook map[string]any
+	ipamd   map[string]any
 }
 
 func (v *chartValues) yaml() ([]byte, error) {

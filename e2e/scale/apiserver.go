@@ -207,12 +207,12 @@ func (c *Counters) Events() float64 {
 	return n
 }
 
-// WriteBreakdown lists the writes by resource and verb, with their 409s and the
-// bytes of their bodies, largest count first.
+// WriteBreakdown lists the writes by resource and verb, with their 409s, largest
+// count first.
 func (c *Counters) WriteBreakdown() string {
 	type row struct {
-		name            string
-		n, conflicts, b float64
+		name         string
+		n, conflicts float64
 	}
 	rows := map[string]*row{}
 	for k, v := range c.Requests {

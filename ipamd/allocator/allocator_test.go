@@ -1,11 +1,8 @@
 package allocator
 
 import (
-	"net/netip"
 	"strings"
 	"testing"
-
-	"go4.org/netipx"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 )
@@ -18,23 +15,6 @@ func pool(subnet string, ips []string, exclude []string, gw string) *v2beta1.Spi
 		p.Spec.Gateway = &gw
 	}
 	return p
-}
-
-func set(ips ...string) *netipx.IPSet {
-	var b netipx.IPSetBuilder
-	for _, s := range ips {
-		b.Add(netip.MustParseAddr(s))
-	}
-	s, _ := b.IPSet()
-	return s
-}
-
-func alloc(owner string, ips ...string) v2beta1.PoolIPAllocations {
-	m := v2beta1.PoolIPAllocations{}
-	for _, s := range ips {
-		m[s] = v2beta1.PoolIPAllocation{Pod: "ns/" + owner, PodUID: owner + "-" + s, Interface: "eth0"}
-	}
-	return m
 }
 
 func TestNewRangeInvalidSpec(t *testing.T) {

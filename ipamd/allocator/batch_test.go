@@ -6,17 +6,6 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 )
 
-func owner(uid, nic string) Owner { return Owner{Pod: "ns/" + uid, PodUID: uid, Interface: nic} }
-
-func mustRange(t *testing.T, p *v2beta1.SpiderIPPool) *Range {
-	t.Helper()
-	r, err := NewRange(p, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 func TestHolds(t *testing.T) {
 	rec := v2beta1.PoolIPAllocation{Pod: "ns/p", PodUID: "u", Interface: "net1"}
 	for _, tc := range []struct {

@@ -117,7 +117,8 @@ func installSpiderpoolCRDs(ctx context.Context) error {
 			return fmt.Errorf("testdata/spiderpool-crds.yaml: %w", err)
 		}
 		cur := &apiextensionsv1.CustomResourceDefinition{}
-		switch err := c.Get(ctx, client.ObjectKey{Name: want.Name}, cur); {
+		err := c.Get(ctx, client.ObjectKey{Name: want.Name}, cur)
+		switch {
 		case apierrors.IsNotFound(err):
 			err = c.Create(ctx, want)
 		case err == nil:
