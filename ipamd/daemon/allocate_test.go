@@ -7,14 +7,13 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/daemon"
 	"github.com/nicpool/nicpool/webhook/controller/gc"
@@ -28,7 +27,7 @@ func TestFiveNodesFillPoolOfExactly500(t *testing.T) {
 	const nodes, pods = 5, 500
 	ctx := context.Background()
 	createNamespace(t, "fill")
-	createPool(t, "fill-500", "10.50.0.0/16", []string{"10.50.0.1-10.50.1.244"}) // 500 addresses
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("fill-500", "10.50.0.0/16", []string{"10.50.0.1-10.50.1.244"})) // 500 addresses
 	var ds []*daemon.Daemon
 	for i := range nodes {
 		d, _ := startDaemon(t, fmt.Sprintf("fill-node-%d", i))
@@ -116,8 +115,8 @@ func TestFiveNodesFillPoolOfExactly500(t *testing.T) {
 func TestRetriesNeverTakeASecondAddress(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "retry")
-	createPool(t, "retry-v4", "10.51.0.0/16", []string{"10.51.0.1-10.51.0.10"})
-	createPool(t, "retry-v6", "fd00:51::/64", []string{"fd00:51::1-fd00:51::10"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("retry-v4", "10.51.0.0/16", []string{"10.51.0.1-10.51.0.10"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("retry-v6", "fd00:51::/64", []string{"fd00:51::1-fd00:51::10"}))
 	d, _ := startDaemon(t, "retry-node")
 	pod := createPod(t, "retry", "app-0", "retry-node",
 		withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["retry-v4"],"ipv6":["retry-v6"]}]`))
@@ -173,7 +172,7 @@ func TestRetriesNeverTakeASecondAddress(t *testing.T) {
 func TestTwoInterfacesFromOnePool(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "twonic")
-	createPool(t, "twonic", "10.52.0.0/16", []string{"10.52.0.1-10.52.0.10"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("twonic", "10.52.0.0/16", []string{"10.52.0.1-10.52.0.10"}))
 	d, _ := startDaemon(t, "twonic-node")
 	pod := createPod(t, "twonic", "app", "twonic-node", withAnnotations(
 		annotations.MultusNetworks, "macvlan",
@@ -202,7 +201,7 @@ func TestTwoInterfacesFromOnePool(t *testing.T) {
 func TestUnresolvedSelectionIsRefusedLoudly(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "unres")
-	createPool(t, "unres", "10.59.0.0/16", []string{"10.59.0.1-10.59.0.10"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("unres", "10.59.0.0/16", []string{"10.59.0.1-10.59.0.10"}))
 	d, _ := startDaemon(t, "unres-node")
 	for name, sel := range map[string][]string{
 		"unnamed": {annotations.IPPools, `[{"ipv4":["unres"]}]`},
@@ -214,7 +213,7 @@ func TestUnresolvedSelectionIsRefusedLoudly(t *testing.T) {
 		if !errors.As(err, &ae) || ae.Code != api.CodeInvalidConfig || !strings.Contains(ae.Error(), "not resolved at admission") || !strings.Contains(ae.Error(), "delete the pod") {
 			t.Errorf("ADD of %s: %v; want an invalid-config error saying the selection is not resolved and how to recover", name, err)
 		}
-		waitFor(t, func() bool {
+		fixtures.Eventually(t, "an InvalidPoolSelection event on pod unres/"+name, func() bool {
 			var events corev1.EventList
 			if err := env.Client.List(ctx, &events, client.InNamespace("unres")); err != nil {
 				t.Fatal(err)
@@ -239,9 +238,9 @@ func TestUnresolvedSelectionIsRefusedLoudly(t *testing.T) {
 func TestExhaustionOnOneInterfaceLeavesOtherPoolsUntouched(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "exh")
-	createPool(t, "exh-eth0", "10.53.0.0/16", []string{"10.53.0.1-10.53.0.10"})
-	createPool(t, "exh-net1-v4", "10.54.0.0/16", []string{"10.54.0.1-10.54.0.10"})
-	createPool(t, "exh-net1-v6", "fd00:54::/64", []string{"fd00:54::1"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("exh-eth0", "10.53.0.0/16", []string{"10.53.0.1-10.53.0.10"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("exh-net1-v4", "10.54.0.0/16", []string{"10.54.0.1-10.54.0.10"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("exh-net1-v6", "fd00:54::/64", []string{"fd00:54::1"}))
 	d, _ := startDaemon(t, "exh-node")
 	sel := `[{"interface":"eth0","ipv4":["exh-eth0"]},{"interface":"net1","ipv4":["exh-net1-v4"],"ipv6":["exh-net1-v6"]}]`
 	hog := createPod(t, "exh", "hog", "exh-node", withAnnotations(annotations.MultusNetworks, "macvlan", annotations.IPPools, sel))
@@ -267,7 +266,7 @@ func TestExhaustionOnOneInterfaceLeavesOtherPoolsUntouched(t *testing.T) {
 		}
 	}
 	// The failure is told on the pod, where its owner looks.
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	fixtures.Eventually(t, "an AllocationFailed event on pod exh/app", func(ctx context.Context) (bool, error) {
 		var events corev1.EventList
 		if err := env.Client.List(ctx, &events, client.InNamespace("exh")); err != nil {
 			return false, err
@@ -279,9 +278,6 @@ func TestExhaustionOnOneInterfaceLeavesOtherPoolsUntouched(t *testing.T) {
 		}
 		return false, nil
 	})
-	if err != nil {
-		t.Errorf("no AllocationFailed event on pod exh/app: %v", err)
-	}
 	checkInvariants(t, false)
 }
 
@@ -290,11 +286,11 @@ func TestExhaustionOnOneInterfaceLeavesOtherPoolsUntouched(t *testing.T) {
 func TestPoolChoiceAndFallbacks(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "choice")
-	createPool(t, "choice-disabled", "10.55.0.0/16", []string{"10.55.0.1-10.55.0.5"}, func(p *v2beta1.SpiderIPPool) { p.Spec.Disable = ptr(true) })
-	createPool(t, "choice-othernode", "10.56.0.0/16", []string{"10.56.0.1-10.56.0.5"}, func(p *v2beta1.SpiderIPPool) { p.Spec.NodeName = []string{"elsewhere"} })
-	createPool(t, "choice-full", "10.57.0.0/16", []string{"10.57.0.1"})
-	createPool(t, "choice-ok", "10.58.0.0/16", []string{"10.58.0.1-10.58.0.5"}, func(p *v2beta1.SpiderIPPool) { p.Spec.Gateway = ptr("10.58.0.1") })
-	createPool(t, "choice-net", "10.59.0.0/16", []string{"10.59.0.1-10.59.0.5"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("choice-disabled", "10.55.0.0/16", []string{"10.55.0.1-10.55.0.5"}, func(p *v2beta1.SpiderIPPool) { p.Spec.Disable = ptr(true) }))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("choice-othernode", "10.56.0.0/16", []string{"10.56.0.1-10.56.0.5"}, func(p *v2beta1.SpiderIPPool) { p.Spec.NodeName = []string{"elsewhere"} }))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("choice-full", "10.57.0.0/16", []string{"10.57.0.1"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("choice-ok", "10.58.0.0/16", []string{"10.58.0.1-10.58.0.5"}, fixtures.Gateway("10.58.0.1")))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("choice-net", "10.59.0.0/16", []string{"10.59.0.1-10.59.0.5"}))
 	d, _ := startDaemon(t, "choice-node")
 	hog := createPod(t, "choice", "hog", "choice-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["choice-full"]}]`))
 	if _, err := d.Service.Allocate(ctx, addReq(hog, "eth0", "h")); err != nil {
@@ -342,7 +338,7 @@ func mustAddr(t testing.TB, cidr string) netip.Addr {
 func TestDelOfAReplacedContainerReleasesNothing(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "sandbox")
-	createPool(t, "sandbox", "10.88.0.0/16", []string{"10.88.0.1-10.88.0.9"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("sandbox", "10.88.0.0/16", []string{"10.88.0.1-10.88.0.9"}))
 	d, _ := startDaemon(t, "sandbox-node")
 	pod := createPod(t, "sandbox", "app", "sandbox-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["sandbox"]}]`))
 	a, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "old"))
@@ -369,7 +365,7 @@ func TestDelOfAReplacedContainerReleasesNothing(t *testing.T) {
 func TestStatusNotReadyWhenPoolsAreFull(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "status")
-	createPool(t, "status-full", "10.89.0.0/16", []string{"10.89.0.1"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("status-full", "10.89.0.0/16", []string{"10.89.0.1"}))
 	d, _ := startDaemon(t, "status-node")
 	pod := createPod(t, "status", "app", "status-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["status-full"]}]`))
 	net := api.NetworkConfig{Name: "net-eth0", DefaultIPv4Pools: []string{"status-full"}}
@@ -379,7 +375,7 @@ func TestStatusNotReadyWhenPoolsAreFull(t *testing.T) {
 	if _, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "c")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	fixtures.Eventually(t, "STATUS to report pool status-full full", func() bool {
 		recount(t, "status-full") // the webhook's count owner, which writes what STATUS reports
 		st, err := d.Service.Status(ctx, &api.StatusRequest{Network: net})
 		return err == nil && !st.Ready && strings.Contains(st.Message, "status-full") && st.Pools[0].Allocated == 1
@@ -396,7 +392,7 @@ func TestStatusNotReadyWhenPoolsAreFull(t *testing.T) {
 func TestGivenUpAddIsFinishedAndReleasedByDel(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "gaveup")
-	createPool(t, "gaveup", "10.63.0.0/16", []string{"10.63.0.1-10.63.0.10"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("gaveup", "10.63.0.0/16", []string{"10.63.0.1-10.63.0.10"}))
 	d, _ := startDaemon(t, "gaveup-node")
 	pod := createPod(t, "gaveup", "p", "gaveup-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["gaveup"]}]`))
 

@@ -20,6 +20,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/daemon"
 )
 
@@ -44,7 +45,7 @@ func BenchmarkLimit1000(b *testing.B) {
 		ns, pool := fmt.Sprintf("limit-%d", iter), fmt.Sprintf("limit-%d", iter)
 		createNamespace(b, ns)
 		// 10.90.0.1-10.90.3.232: exactly 1000 addresses.
-		createPool(b, pool, fmt.Sprintf("10.%d.0.0/16", 90+iter), []string{fmt.Sprintf("10.%d.0.1-10.%d.3.232", 90+iter, 90+iter)})
+		fixtures.CreatePool(b, env.Client, fixtures.Pool(pool, fmt.Sprintf("10.%d.0.0/16", 90+iter), []string{fmt.Sprintf("10.%d.0.1-10.%d.3.232", 90+iter, 90+iter)}))
 		sel := withAnnotations(annotations.IPPools, fmt.Sprintf(`[{"interface":"eth0","ipv4":[%q]}]`, pool))
 		ps := make([]*corev1.Pod, pods)
 		var wg sync.WaitGroup
@@ -63,7 +64,7 @@ func BenchmarkLimit1000(b *testing.B) {
 		}
 		// Every node sees its pods before the start, as a kubelet's ipamd would.
 		for n, d := range ds {
-			waitFor(b, func() bool {
+			fixtures.Eventually(b, "the node's pods in its cache", func() bool {
 				var list corev1.PodList
 				_ = d.Cache.List(ctx, &list, client.InNamespace(ns))
 				return len(list.Items) == pods/nodes

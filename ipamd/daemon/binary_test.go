@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
 )
@@ -35,7 +36,7 @@ func TestBinaryKilledMidAllocationAndRestarted(t *testing.T) {
 		t.Fatalf("build nicpool-ipamd: %v\n%s", err, out)
 	}
 	createNamespace(t, "bin")
-	createPool(t, "bin", "10.87.0.0/16", []string{"10.87.0.1-10.87.0.100"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("bin", "10.87.0.0/16", []string{"10.87.0.1-10.87.0.100"}))
 	const n = 100
 	pods := make([]*corev1.Pod, n)
 	parallel(t, n, func(i int) {
@@ -54,7 +55,7 @@ func TestBinaryKilledMidAllocationAndRestarted(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		waitFor(t, func() bool { return healthy(sock) })
+		fixtures.Eventually(t, "nicpool-ipamd to answer on its socket", func() bool { return healthy(sock) })
 		return cmd
 	}
 	c := api.NewClient(sock, 30*time.Second)

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/server"
@@ -24,7 +25,7 @@ import (
 func TestCrashBetweenPoolWriteAndEndpointWrite(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "crash")
-	createPool(t, "crash", "10.82.0.0/16", []string{"10.82.0.1-10.82.0.20"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("crash", "10.82.0.0/16", []string{"10.82.0.1-10.82.0.20"}))
 	sel := withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["crash"]}]`)
 	first, kill := startDaemon(t, "crash-node")
 	a := createPod(t, "crash", "a", "crash-node", sel)
@@ -65,7 +66,7 @@ func TestCrashBetweenPoolWriteAndEndpointWrite(t *testing.T) {
 func TestCrashBetweenPoolReleaseAndEndpointUpdate(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "crashdel")
-	createPool(t, "crashdel", "10.83.0.0/16", []string{"10.83.0.1-10.83.0.20"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("crashdel", "10.83.0.0/16", []string{"10.83.0.1-10.83.0.20"}))
 	sel := withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["crashdel"]}]`)
 	d, _ := startDaemon(t, "crashdel-node")
 	a := createPod(t, "crashdel", "a", "crashdel-node", sel)
@@ -102,7 +103,7 @@ func TestCrashBetweenPoolReleaseAndEndpointUpdate(t *testing.T) {
 func TestKilledMidAllocationRepairedByNextAddAndDel(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "kill")
-	createPool(t, "kill", "10.84.0.0/16", []string{"10.84.0.1-10.84.0.60"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("kill", "10.84.0.0/16", []string{"10.84.0.1-10.84.0.60"}))
 	sel := withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["kill"]}]`)
 	const n = 60
 	pods := make([]*corev1.Pod, n)
@@ -153,7 +154,7 @@ func TestKilledMidAllocationRepairedByNextAddAndDel(t *testing.T) {
 func TestGCReleasesInvalidAttachmentsOnly(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "gc")
-	createPool(t, "gc", "10.85.0.0/16", []string{"10.85.0.1-10.85.0.20"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("gc", "10.85.0.0/16", []string{"10.85.0.1-10.85.0.20"}))
 	sel := withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["gc"]}]`)
 	d, _ := startDaemon(t, "gc-node")
 	live := createPod(t, "gc", "live", "gc-node", sel)
@@ -164,7 +165,7 @@ func TestGCReleasesInvalidAttachmentsOnly(t *testing.T) {
 		}
 	}
 	// The cache must show both endpoints before GC can judge them.
-	waitFor(t, func() bool {
+	fixtures.Eventually(t, "both endpoints of namespace gc in the cache", func() bool {
 		r, _ := d.Service.GC(ctx, &api.GCRequest{Network: api.NetworkConfig{Name: "unrelated"}})
 		return r != nil && getEndpoint(t, "gc", "gone") != nil && cachedEndpoints(t, d, "gc") == 2
 	})
@@ -190,7 +191,7 @@ func TestGCReleasesInvalidAttachmentsOnly(t *testing.T) {
 func TestSocketServesTheAPI(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "sock")
-	createPool(t, "sock", "10.86.0.0/16", []string{"10.86.0.1-10.86.0.20"}, func(p *v2beta1SpiderIPPool) { p.Spec.Default = ptr(true) })
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("sock", "10.86.0.0/16", []string{"10.86.0.1-10.86.0.20"}, fixtures.Default))
 	d, _ := startDaemon(t, "sock-node")
 	path := filepath.Join(t.TempDir(), "ipamd.sock")
 	l, err := server.Listen(path)
@@ -221,7 +222,7 @@ func TestSocketServesTheAPI(t *testing.T) {
 	if err != nil || len(ck.IPs) != 1 || ck.IPs[0].Address != r.IPs[0].Address {
 		t.Errorf("CHECK: %+v %v", ck, err)
 	}
-	waitFor(t, func() bool { // STATUS reads the cache, which follows the write shortly
+	fixtures.Eventually(t, "STATUS to report pool sock ready with 1 of 20 allocated", func() bool { // STATUS reads the cache, which follows the write shortly
 		recount(t, "sock") // the webhook's count owner, which writes the counts STATUS reports
 		st, err := c.Status(ctx, &api.StatusRequest{Network: api.NetworkConfig{Name: "net-eth0", DefaultIPv4Pools: []string{"sock"}}})
 		return err == nil && st.Ready && len(st.Pools) == 1 && st.Pools[0].Allocated == 1 && st.Pools[0].Total == 20

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
@@ -15,11 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/daemon"
@@ -73,26 +72,6 @@ func createNamespace(t testing.TB, name string) {
 	}
 }
 
-func createPool(t testing.TB, name, subnet string, ips []string, mod ...func(*v2beta1.SpiderIPPool)) {
-	t.Helper()
-	p := &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v2beta1.IPPoolSpec{Subnet: subnet, IPs: ips}}
-	for _, m := range mod {
-		m(p)
-	}
-	if err := env.Client.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func getPool(t testing.TB, name string) *v2beta1.SpiderIPPool {
-	t.Helper()
-	p := &v2beta1.SpiderIPPool{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, p); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // records is what a pool's addresses are allocated to, read through the ledger's
 // listing (its blocks) from the API server.
 func records(t testing.TB, pool string) v2beta1.PoolIPAllocations {
@@ -112,7 +91,7 @@ func recount(t testing.TB, pool string) *v2beta1.SpiderIPPool {
 	if err := l.Recount(context.Background(), pool); err != nil {
 		t.Fatal(err)
 	}
-	return getPool(t, pool)
+	return fixtures.GetPool(t, env.Client, pool)
 }
 
 func getEndpoint(t testing.TB, ns, name string) *v2beta1.SpiderEndpoint {
@@ -246,17 +225,6 @@ func parallel(t testing.TB, n int, f func(i int)) {
 }
 
 type v2beta1SpiderIPPool = v2beta1.SpiderIPPool
-
-// waitFor polls cond until it holds or 30 s pass.
-func waitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		t.Fatalf("condition not met: %v", err)
-	}
-}
 
 func cachedEndpoints(t testing.TB, d *daemon.Daemon, ns string) int {
 	var list v2beta1.SpiderEndpointList

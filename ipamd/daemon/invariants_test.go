@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/invariants"
 )
 
@@ -23,8 +24,8 @@ func TestInvariantCheckerReportsViolations(t *testing.T) {
 	}
 	var made []*v2beta1.SpiderIPPool
 	for _, name := range []string{"broken-1", "broken-2"} {
-		createPool(t, name, "10.99.0.0/16", []string{"10.99.0.1-10.99.0.9"})
-		p := getPool(t, name)
+		fixtures.CreatePool(t, env.Client, fixtures.Pool(name, "10.99.0.0/16", []string{"10.99.0.1-10.99.0.9"}))
+		p := fixtures.GetPool(t, env.Client, name)
 		p.Status.AllocatedIPs = recs
 		if err := env.Client.Status().Update(ctx, p); err != nil {
 			t.Fatal(err)
@@ -68,8 +69,8 @@ func TestInvariantCheckerReportsViolations(t *testing.T) {
 func TestInvariantCheckerReportsRecordOfAnotherPod(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "i8")
-	createPool(t, "i8", "172.22.0.0/16", []string{"172.22.0.1-172.22.0.9"})
-	p := getPool(t, "i8")
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("i8", "172.22.0.0/16", []string{"172.22.0.1-172.22.0.9"}))
+	p := fixtures.GetPool(t, env.Client, "i8")
 	p.Status.AllocatedIPs = v2beta1.PoolIPAllocations{"172.22.0.1": {Pod: "i8/real", PodUID: "uid-real", Interface: "eth0"}}
 	if err := env.Client.Status().Update(ctx, p); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
@@ -30,8 +31,8 @@ func BenchmarkMemory10Pools(b *testing.B) {
 		var wg sync.WaitGroup
 		for p := range pools {
 			name := fmt.Sprintf("%s-pool-%d", ns, p)
-			createPool(b, name, fmt.Sprintf("10.%d.0.0/16", 100+10*iter+p), []string{fmt.Sprintf("10.%d.0.1-10.%d.3.232", 100+10*iter+p, 100+10*iter+p)})
-			pool := getPool(b, name)
+			fixtures.CreatePool(b, env.Client, fixtures.Pool(name, fmt.Sprintf("10.%d.0.0/16", 100+10*iter+p), []string{fmt.Sprintf("10.%d.0.1-10.%d.3.232", 100+10*iter+p, 100+10*iter+p)}))
+			pool := fixtures.GetPool(b, env.Client, name)
 			recs := v2beta1.PoolIPAllocations{}
 			for i := range perPool {
 				addr := fmt.Sprintf("10.%d.%d.%d", 100+10*iter+p, i/250, i%250+1)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/service"
 )
 
@@ -52,7 +53,7 @@ func TestStatefulSetRestartKeepsEveryInterface(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "sts")
 	for i, n := range []string{"sts-eth0", "sts-net1", "sts-net2"} {
-		createPool(t, n, fmt.Sprintf("10.6%d.0.0/16", i), []string{fmt.Sprintf("10.6%d.0.1-10.6%d.0.20", i, i)})
+		fixtures.CreatePool(t, env.Client, fixtures.Pool(n, fmt.Sprintf("10.6%d.0.0/16", i), []string{fmt.Sprintf("10.6%d.0.1-10.6%d.0.20", i, i)}))
 	}
 	sel := `[{"interface":"eth0","ipv4":["sts-eth0"]},{"interface":"net1","ipv4":["sts-net1"]},{"interface":"net2","ipv4":["sts-net2"]}]`
 	d, _ := startDaemon(t, "sts-node-a")
@@ -106,7 +107,7 @@ func TestStatefulSetRestartKeepsEveryInterface(t *testing.T) {
 func TestStatefulSetPoolChangeReallocatesOnlyThatInterface(t *testing.T) {
 	createNamespace(t, "stsc")
 	for i, n := range []string{"stsc-eth0", "stsc-net1", "stsc-net1-new"} {
-		createPool(t, n, fmt.Sprintf("10.7%d.0.0/16", i), []string{fmt.Sprintf("10.7%d.0.1-10.7%d.0.20", i, i)})
+		fixtures.CreatePool(t, env.Client, fixtures.Pool(n, fmt.Sprintf("10.7%d.0.0/16", i), []string{fmt.Sprintf("10.7%d.0.1-10.7%d.0.20", i, i)}))
 	}
 	d, _ := startDaemon(t, "stsc-node")
 	sts := createStatefulSet(t, "stsc", "db", 1)
@@ -139,7 +140,7 @@ func TestStatefulSetPoolChangeReallocatesOnlyThatInterface(t *testing.T) {
 func TestStatefulSetEndpointDeletedAndRecreatedMeanwhile(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "stsr")
-	createPool(t, "stsr", "10.80.0.0/16", []string{"10.80.0.1-10.80.0.20"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stsr", "10.80.0.0/16", []string{"10.80.0.1-10.80.0.20"}))
 	d, _ := startDaemon(t, "stsr-node")
 	sts := createStatefulSet(t, "stsr", "db", 1)
 	sel := `[{"interface":"eth0","ipv4":["stsr"]}]`
@@ -181,7 +182,7 @@ func TestStatefulSetEndpointDeletedAndRecreatedMeanwhile(t *testing.T) {
 // pod allocates fresh.
 func TestLeftoverEndpointWithoutStampIsReleased(t *testing.T) {
 	createNamespace(t, "left")
-	createPool(t, "left", "10.81.0.0/16", []string{"10.81.0.1-10.81.0.20"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("left", "10.81.0.0/16", []string{"10.81.0.1-10.81.0.20"}))
 	d, _ := startDaemon(t, "left-node")
 	old := createPod(t, "left", "web", "left-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["left"]}]`))
 	addAll(t, d.Service, old, "eth0")
@@ -217,8 +218,8 @@ func (r staleEndpoint) Get(ctx context.Context, key client.ObjectKey, obj client
 // the template) keeps eth0's address; the removed interface's address is released.
 func TestStatefulSetRemovedInterfaceIsReleased(t *testing.T) {
 	createNamespace(t, "stsd")
-	createPool(t, "stsd-eth0", "10.76.0.0/16", []string{"10.76.0.1-10.76.0.20"})
-	createPool(t, "stsd-net1", "10.77.0.0/16", []string{"10.77.0.1-10.77.0.20"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stsd-eth0", "10.76.0.0/16", []string{"10.76.0.1-10.76.0.20"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stsd-net1", "10.77.0.0/16", []string{"10.77.0.1-10.77.0.20"}))
 	d, _ := startDaemon(t, "stsd-node")
 	sts := createStatefulSet(t, "stsd", "db", 1)
 	old := createPod(t, "stsd", "db-0", "stsd-node", ownedBy(sts), withAnnotations(annotations.MultusNetworks, "macvlan",
@@ -248,8 +249,8 @@ func TestStatefulSetRemovedInterfaceIsReleased(t *testing.T) {
 func TestStatefulSetNamespaceDefaultPool(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "stsn")
-	createPool(t, "stsn-a", "172.23.0.0/16", []string{"172.23.0.1-172.23.0.20"})
-	createPool(t, "stsn-b", "172.24.0.0/16", []string{"172.24.0.1-172.24.0.20"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stsn-a", "172.23.0.0/16", []string{"172.23.0.1-172.23.0.20"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stsn-b", "172.24.0.0/16", []string{"172.24.0.1-172.24.0.20"}))
 	setDefault := func(pool string) {
 		t.Helper()
 		ns := &corev1.Namespace{}
@@ -263,7 +264,7 @@ func TestStatefulSetNamespaceDefaultPool(t *testing.T) {
 	}
 	setDefault("stsn-a")
 	d, _ := startDaemon(t, "stsn-node")
-	waitFor(t, func() bool {
+	fixtures.Eventually(t, "the namespace default pool in the cache", func() bool {
 		ns := &corev1.Namespace{}
 		return d.Cache.Get(ctx, client.ObjectKey{Name: "stsn"}, ns) == nil && ns.Annotations[annotations.NamespaceDefaultIPv4Pool] != ""
 	})
@@ -283,7 +284,7 @@ func TestStatefulSetNamespaceDefaultPool(t *testing.T) {
 	}
 
 	setDefault("stsn-b")
-	waitFor(t, func() bool {
+	fixtures.Eventually(t, "the new namespace default pool stsn-b in the cache", func() bool {
 		ns := &corev1.Namespace{}
 		return d.Cache.Get(ctx, client.ObjectKey{Name: "stsn"}, ns) == nil && strings.Contains(ns.Annotations[annotations.NamespaceDefaultIPv4Pool], "stsn-b")
 	})
@@ -302,9 +303,9 @@ func TestStatefulSetNamespaceDefaultPool(t *testing.T) {
 // free again) and takes a new IPv4 address from the new pool.
 func TestStatefulSetPoolChangeKeepsTheOtherFamily(t *testing.T) {
 	createNamespace(t, "stsf")
-	createPool(t, "stsf-v4", "172.27.0.0/16", []string{"172.27.0.1-172.27.0.20"})
-	createPool(t, "stsf-v4-new", "172.28.0.0/16", []string{"172.28.0.1-172.28.0.20"})
-	createPool(t, "stsf-v6", "fd00:27::/64", []string{"fd00:27::1-fd00:27::20"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stsf-v4", "172.27.0.0/16", []string{"172.27.0.1-172.27.0.20"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stsf-v4-new", "172.28.0.0/16", []string{"172.28.0.1-172.28.0.20"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stsf-v6", "fd00:27::/64", []string{"fd00:27::1-fd00:27::20"}))
 	d, _ := startDaemon(t, "stsf-node")
 	sts := createStatefulSet(t, "stsf", "db", 1)
 	old := createPod(t, "stsf", "db-0", "stsf-node", ownedBy(sts), withAnnotations(

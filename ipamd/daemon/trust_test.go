@@ -12,6 +12,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/endpoint"
 )
@@ -25,7 +26,7 @@ func TestForgedEndpointReleasesNothingOfAnotherPod(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "forge-prod")
 	createNamespace(t, "forge-evil")
-	createPool(t, "forge", "172.20.0.0/16", []string{"172.20.0.1-172.20.0.20"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("forge", "172.20.0.0/16", []string{"172.20.0.1-172.20.0.20"}))
 	d, _ := startDaemon(t, "forge-node")
 	sel := withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["forge"]}]`)
 	victim := createPod(t, "forge-prod", "db", "forge-node", sel)
@@ -59,7 +60,7 @@ func TestForgedEndpointReleasesNothingOfAnotherPod(t *testing.T) {
 	// The runtime's CNI GC lists no valid attachment: the forged endpoint's interface
 	// is released like a DEL.
 	forge("y")
-	waitFor(t, func() bool { return cachedEndpoints(t, d, "forge-evil") == 2 })
+	fixtures.Eventually(t, "both endpoints of namespace forge-evil in the cache", func() bool { return cachedEndpoints(t, d, "forge-evil") == 2 })
 	if _, err := d.Service.GC(ctx, &api.GCRequest{Network: api.NetworkConfig{Name: "net-eth0"}, ValidAttachments: []api.Attachment{
 		{ContainerID: "c-" + string(victim.UID), Interface: "eth0"}, {ContainerID: "c-" + string(x.UID), Interface: "eth0"},
 	}}); err != nil {
@@ -93,7 +94,7 @@ func TestForgedEndpointReleasesNothingOfAnotherPod(t *testing.T) {
 func TestForgedStampTakesNothingOver(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "stamp")
-	createPool(t, "stamp", "172.21.0.0/16", []string{"172.21.0.1-172.21.0.20"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stamp", "172.21.0.0/16", []string{"172.21.0.1-172.21.0.20"}))
 	d, _ := startDaemon(t, "stamp-node")
 	sts := createStatefulSet(t, "stamp", "db", 1)
 	sel := `[{"interface":"eth0","ipv4":["stamp"]}]`
@@ -155,13 +156,13 @@ func TestForgedStampTakesNothingOver(t *testing.T) {
 func TestPoolFieldsAreCanonicalOrRefused(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "fields")
-	createPool(t, "fields-broken", "172.25.0.0/16", []string{"172.25.0.1-172.25.0.9"}, func(p *v2beta1SpiderIPPool) {
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("fields-broken", "172.25.0.0/16", []string{"172.25.0.1-172.25.0.9"}, func(p *v2beta1SpiderIPPool) {
 		p.Spec.Routes = []v2beta1.Route{{Dst: "10.0.0.0/8", Gw: "not-an-address"}}
-	})
-	createPool(t, "fields-spaced", "172.26.0.0/16", []string{"172.26.0.2-172.26.0.9"}, func(p *v2beta1SpiderIPPool) {
+	}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("fields-spaced", "172.26.0.0/16", []string{"172.26.0.2-172.26.0.9"}, func(p *v2beta1SpiderIPPool) {
 		p.Spec.Gateway = ptr(" 172.26.0.1 ")
 		p.Spec.Routes = []v2beta1.Route{{Dst: "10.0.0.0/8", Gw: "\t172.26.0.1"}}
-	})
+	}))
 	d, _ := startDaemon(t, "fields-node")
 	pod := createPod(t, "fields", "app", "fields-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["fields-broken","fields-spaced"]}]`))
 	r, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "c"))
@@ -177,7 +178,7 @@ func TestPoolFieldsAreCanonicalOrRefused(t *testing.T) {
 	if ep := getEndpoint(t, "fields", "app"); ep == nil || len(ep.Status.Current.IPs) != 1 || deref(ep.Status.Current.IPs[0].IPv4Gateway) != "172.26.0.1" {
 		t.Errorf("endpoint records %+v, want eth0 with gateway 172.26.0.1", ep)
 	}
-	if n := len(getPool(t, "fields-broken").Status.AllocatedIPs); n != 0 {
+	if n := len(fixtures.GetPool(t, env.Client, "fields-broken").Status.AllocatedIPs); n != 0 {
 		t.Errorf("the refused pool holds %d addresses", n)
 	}
 	only := createPod(t, "fields", "only", "fields-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["fields-broken"]}]`))
@@ -186,7 +187,7 @@ func TestPoolFieldsAreCanonicalOrRefused(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Code != api.CodeNoPool || !strings.Contains(ae.Error(), "spec.routes[0].gw") {
 		t.Errorf("ADD from the broken pool alone: %v, want code %d naming spec.routes[0].gw", err, api.CodeNoPool)
 	}
-	if n := len(getPool(t, "fields-broken").Status.AllocatedIPs); n != 0 {
+	if n := len(fixtures.GetPool(t, env.Client, "fields-broken").Status.AllocatedIPs); n != 0 {
 		t.Errorf("the refused pool holds %d addresses", n)
 	}
 	checkInvariants(t, false)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 )
 
 // An upgrade of a running node: pods addressed by an older nicpool, whose records are
@@ -47,7 +48,7 @@ func upgradeFromPoolStatus(tb testing.TB, name, prefix16 string, n int) time.Dur
 	ctx := context.Background()
 	node := name + "-node"
 	createNamespace(tb, name)
-	createPool(tb, name, prefix16+".0.0/16", []string{prefix16 + ".0.1-" + prefix16 + ".255.254"})
+	fixtures.CreatePool(tb, env.Client, fixtures.Pool(name, prefix16+".0.0/16", []string{prefix16 + ".0.1-" + prefix16 + ".255.254"}))
 	sel := withAnnotations(annotations.IPPools, fmt.Sprintf(`[{"interface":"eth0","ipv4":[%q]}]`, name))
 	pods := make([]*corev1.Pod, n)
 	had := make([]string, n) // pod i's address (CIDR, as ADD answers)
@@ -72,7 +73,7 @@ func upgradeFromPoolStatus(tb testing.TB, name, prefix16 string, n int) time.Dur
 	if tb.Failed() {
 		tb.FailNow()
 	}
-	p := getPool(tb, name)
+	p := fixtures.GetPool(tb, env.Client, name)
 	p.Status.AllocatedIPs = v2beta1.PoolIPAllocations{}
 	for i, pod := range pods {
 		p.Status.AllocatedIPs[netip.MustParsePrefix(had[i]).Addr().String()] = v2beta1.PoolIPAllocation{Pod: name + "/" + pod.Name, PodUID: string(pod.UID), Interface: "eth0"}
@@ -104,7 +105,7 @@ func upgradeFromPoolStatus(tb testing.TB, name, prefix16 string, n int) time.Dur
 			tb.Errorf("record of %s after the upgrade: %+v, want %s's", pfx.Addr(), rec, pod.Name)
 		}
 	}
-	if left := len(getPool(tb, name).Status.AllocatedIPs); left != 0 {
+	if left := len(fixtures.GetPool(tb, env.Client, name).Status.AllocatedIPs); left != 0 {
 		tb.Errorf("the pool's status still holds %d records of the older layout", left)
 	}
 	fresh := createPod(tb, name, "new", node, sel)

@@ -7,10 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 )
 
 var podSeq atomic.Int64
@@ -35,12 +34,9 @@ func BenchmarkPodCreate(b *testing.B) {
 		b.Fatal(err)
 	}
 	probe := pod("bench", "probe", map[string]string{annotations.IPPool: `{"ipv4":["bench-v4"]}`})
-	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll) == nil, nil
+	fixtures.Eventually(b, "the pool in the webhook's view", func(ctx context.Context) bool {
+		return env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll) == nil
 	})
-	if err != nil {
-		b.Fatalf("the pool did not reach the webhook's view: %v", err)
-	}
 	for _, tc := range []struct {
 		name string
 		ann  map[string]string

@@ -4,31 +4,20 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 	"github.com/nicpool/nicpool/webhook/admission/views"
 )
-
-func eventually(t *testing.T, what string, cond func(ctx context.Context) bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		return cond(ctx), nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
 
 // byPolicy reports whether err is a refusal by the named ValidatingAdmissionPolicy.
 func byPolicy(err error, name string) bool {
@@ -37,11 +26,10 @@ func byPolicy(err error, name string) bool {
 
 func ensurePool(t *testing.T, name, subnet string) {
 	t.Helper()
-	p := &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v2beta1.IPPoolSpec{Subnet: subnet}}
-	if err := env.Client.Create(context.Background(), p); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := env.Client.Create(context.Background(), fixtures.Pool(name, subnet, nil)); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	eventually(t, "pool "+name+" in the webhook's view", func(ctx context.Context) bool {
+	fixtures.Eventually(t, "pool "+name+" in the webhook's view", func(ctx context.Context) bool {
 		got, err := env.Views.Pools.Get(ctx, name, views.NewLiveReads(0))
 		return err == nil && got != nil
 	})
@@ -243,13 +231,12 @@ func withoutPodWebhook(t *testing.T) {
 	}
 	probe := pod("default", "probe", map[string]string{annotations.IPPool: `{"ipv4":["m-v4"]}`})
 	set(without)
-	eventually(t, "the pod webhook out of the way", func(ctx context.Context) bool {
+	fixtures.Eventually(t, "the pod webhook out of the way", func(ctx context.Context) bool {
 		return byPolicy(env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll), configs.PodsPolicy)
 	})
 	t.Cleanup(func() {
 		set(all)
-		eventually(t, "the pod webhook back", func(ctx context.Context) bool {
-			// Mutated, or refused by the webhook (the test may have no pool m-v4).
+		fixtures.Eventually(t, "the pod webhook back", func(ctx context.Context) bool {
 			return !byPolicy(env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll), configs.PodsPolicy)
 		})
 	})

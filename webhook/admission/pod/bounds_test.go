@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 )
 
 // apiReads sums the API server's own count of GET and LIST requests for pools and
@@ -58,7 +59,7 @@ func patterns(n int, format string) string {
 func TestAdmissionWorkIsBounded(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "bounds", nil)
-	createPools(t, testPool{name: "b-v4", subnet: "10.93.0.0/24", ips: "10.93.0.10-10.93.0.20"})
+	createPools(t, fixtures.Pool("b-v4", "10.93.0.0/24", []string{"10.93.0.10-10.93.0.20"}))
 	for _, tc := range []struct {
 		name      string
 		ippools   string

@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/webhook/admission/views"
 )
 
@@ -113,26 +112,26 @@ func TestCatalogue(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "catalogue", map[string]string{"team": "red"})
 	createPools(t,
-		testPool{name: "c-v4-a", subnet: "10.71.0.0/24", ips: "10.71.0.10-10.71.0.20"},
-		testPool{name: "c-v4-b", subnet: "10.72.0.0/24", ips: "10.72.0.10-10.72.0.20"},
-		testPool{name: "c-v4-c", subnet: "10.73.0.0/24", ips: "10.73.0.10-10.73.0.20"},
-		testPool{name: "c-v6-a", subnet: "fd00:71::/64", ips: "fd00:71::10-fd00:71::20"},
-		testPool{name: "c-disabled", subnet: "10.74.0.0/24", ips: "10.74.0.10-10.74.0.20", mutate: func(p *v2beta1.SpiderIPPool) { p.Spec.Disable = ptr.To(true) }},
-		testPool{name: "c-terminating", subnet: "10.75.0.0/24", ips: "10.75.0.10-10.75.0.20"},
-		testPool{name: "c-ns-other", subnet: "10.76.0.0/24", ips: "10.76.0.10-10.76.0.20", mutate: func(p *v2beta1.SpiderIPPool) { p.Spec.NamespaceName = []string{"other-team"} }},
-		testPool{name: "c-ns-affinity", subnet: "10.77.0.0/24", ips: "10.77.0.10-10.77.0.20", mutate: func(p *v2beta1.SpiderIPPool) {
+		fixtures.Pool("c-v4-a", "10.71.0.0/24", []string{"10.71.0.10-10.71.0.20"}),
+		fixtures.Pool("c-v4-b", "10.72.0.0/24", []string{"10.72.0.10-10.72.0.20"}),
+		fixtures.Pool("c-v4-c", "10.73.0.0/24", []string{"10.73.0.10-10.73.0.20"}),
+		fixtures.Pool("c-v6-a", "fd00:71::/64", []string{"fd00:71::10-fd00:71::20"}),
+		fixtures.Pool("c-disabled", "10.74.0.0/24", []string{"10.74.0.10-10.74.0.20"}, func(p *v2beta1.SpiderIPPool) { p.Spec.Disable = ptr.To(true) }),
+		fixtures.Pool("c-terminating", "10.75.0.0/24", []string{"10.75.0.10-10.75.0.20"}),
+		fixtures.Pool("c-ns-other", "10.76.0.0/24", []string{"10.76.0.10-10.76.0.20"}, func(p *v2beta1.SpiderIPPool) { p.Spec.NamespaceName = []string{"other-team"} }),
+		fixtures.Pool("c-ns-affinity", "10.77.0.0/24", []string{"10.77.0.10-10.77.0.20"}, func(p *v2beta1.SpiderIPPool) {
 			p.Spec.NamespaceAffinity = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "blue"}}
-		}},
-		testPool{name: "c-pod-affinity", subnet: "10.78.0.0/24", ips: "10.78.0.10-10.78.0.20", mutate: func(p *v2beta1.SpiderIPPool) {
+		}),
+		fixtures.Pool("c-pod-affinity", "10.78.0.0/24", []string{"10.78.0.10-10.78.0.20"}, func(p *v2beta1.SpiderIPPool) {
 			p.Spec.PodAffinity = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}
-		}},
+		}),
 	)
 	// The pool webhook gives every pool its finalizer, so deleting an empty pool
 	// leaves it terminating until the garbage collector lets it go.
 	if err := env.Client.Delete(ctx, &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "c-terminating"}}); err != nil {
 		t.Fatalf("delete c-terminating: %v", err)
 	}
-	waitFor(t, "c-terminating to be terminating in the webhook's view", func() bool {
+	fixtures.Eventually(t, "c-terminating to be terminating in the webhook's view", func() bool {
 		p, _ := env.Views.Pools.Get(ctx, "c-terminating", views.NewLiveReads(0))
 		return p != nil && p.Terminating
 	})
@@ -172,15 +171,5 @@ func TestCatalogue(t *testing.T) {
 				t.Errorf("dry-run: %v", err)
 			}
 		})
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }

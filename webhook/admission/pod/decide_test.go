@@ -17,6 +17,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/webhook/admission/pod"
 	"github.com/nicpool/nicpool/webhook/admission/views"
 )
@@ -124,7 +125,7 @@ func applyPatch(raw []byte, resp admission.Response) ([]byte, error) {
 func TestDryRun(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "dryrun", nil)
-	createPools(t, testPool{name: "d-v4", subnet: "10.91.0.0/24", ips: "10.91.0.10-10.91.0.20"})
+	createPools(t, fixtures.Pool("d-v4", "10.91.0.0/24", []string{"10.91.0.10-10.91.0.20"}))
 	p, err := createPod(ctx, newPod("dryrun", "p", map[string]string{annotations.IPPool: `{"ipv4":["d-v4"]}`}), dryRun)
 	if err != nil {
 		t.Fatal(err)

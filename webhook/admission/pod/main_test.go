@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/webhooktest"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 	"github.com/nicpool/nicpool/webhook/admission/views"
@@ -27,31 +28,16 @@ func TestMain(m *testing.M) {
 	webhooktest.Main(m, &env, configs.Options{})
 }
 
-// testPool describes a pool the tests create.
-type testPool struct {
-	name, subnet, ips string
-	mutate            func(*v2beta1.SpiderIPPool)
-}
-
-func createPools(t *testing.T, pools ...testPool) {
+// createPools creates the pools and waits until the webhook's view holds them.
+func createPools(t *testing.T, pools ...*v2beta1.SpiderIPPool) {
 	t.Helper()
-	ctx := context.Background()
-	for _, tp := range pools {
-		p := &v2beta1.SpiderIPPool{
-			ObjectMeta: metav1.ObjectMeta{Name: tp.name},
-			Spec:       v2beta1.IPPoolSpec{Subnet: tp.subnet, IPs: []string{tp.ips}},
-		}
-		if tp.mutate != nil {
-			tp.mutate(p)
-		}
-		if err := env.Client.Create(ctx, p); err != nil {
-			t.Fatalf("create pool %s: %v", tp.name, err)
-		}
+	for _, p := range pools {
+		fixtures.CreatePool(t, env.Client, p)
 	}
 	// Wildcards expand over the webhook's view: let it see the new pools first.
-	for _, tp := range pools {
-		waitFor(t, "pool "+tp.name+" in the webhook's view", func() bool {
-			_, ok := inView(tp.name)
+	for _, p := range pools {
+		fixtures.Eventually(t, "pool "+p.Name+" in the webhook's view", func() bool {
+			_, ok := inView(p.Name)
 			return ok
 		})
 	}

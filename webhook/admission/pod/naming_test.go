@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 )
 
 // The three spiderpool bugs start with an ippools entry whose interface is unknown.
@@ -14,10 +15,10 @@ import (
 func TestEntriesComeBackNamed(t *testing.T) {
 	createNamespace(t, "naming", nil)
 	createPools(t,
-		testPool{name: "n-eth0-v4", subnet: "10.61.0.0/24", ips: "10.61.0.10-10.61.0.20"},
-		testPool{name: "n-eth0-v6", subnet: "fd00:61::/64", ips: "fd00:61::10-fd00:61::20"},
-		testPool{name: "n-a-v4", subnet: "10.62.0.0/24", ips: "10.62.0.10-10.62.0.20"},
-		testPool{name: "n-b-v4", subnet: "10.63.0.0/24", ips: "10.63.0.10-10.63.0.20"},
+		fixtures.Pool("n-eth0-v4", "10.61.0.0/24", []string{"10.61.0.10-10.61.0.20"}),
+		fixtures.Pool("n-eth0-v6", "fd00:61::/64", []string{"fd00:61::10-fd00:61::20"}),
+		fixtures.Pool("n-a-v4", "10.62.0.0/24", []string{"10.62.0.10-10.62.0.20"}),
+		fixtures.Pool("n-b-v4", "10.63.0.0/24", []string{"10.63.0.10-10.63.0.20"}),
 	)
 	three := `[{"ipv4":["n-eth0-v4"],"ipv6":["n-eth0-v6"]},{"ipv4":["n-a-v4"]},{"ipv4":["n-b-v4"],"cleangateway":true}]`
 	cases := []struct {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/webhook/admission/pod"
 )
 
@@ -93,13 +94,13 @@ func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
 func TestPartialSelectionWarningReachesTheCreator(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "partial", nil)
-	createPools(t, testPool{name: "pa-v4", subnet: "10.94.0.0/24", ips: "10.94.0.10-10.94.0.20"})
+	createPools(t, fixtures.Pool("pa-v4", "10.94.0.0/24", []string{"10.94.0.10-10.94.0.20"}))
 	nad := &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: "partial", Name: "vlan-a"},
 		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"1.0.0","type":"macvlan","master":"eth0","ipam":{"type":"nicpool"}}`}}
 	if err := env.Client.Create(ctx, nad); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the network in the webhook's view", func() bool { return env.Views.Networks.UsesNicpool("partial/vlan-a") })
+	fixtures.Eventually(t, "the network in the webhook's view", func() bool { return env.Views.Networks.UsesNicpool("partial/vlan-a") })
 	w := &warnings{}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WarningHandler = w

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
@@ -44,7 +45,7 @@ func record(ifname, ipv4 string) v2beta1.IPAllocationDetail {
 func TestStatefulSetEndpoint(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "sts", nil)
-	createPools(t, testPool{name: "s-v4", subnet: "10.81.0.0/24", ips: "10.81.0.10-10.81.0.50"})
+	createPools(t, fixtures.Pool("s-v4", "10.81.0.0/24", []string{"10.81.0.10-10.81.0.50"}))
 	ann := func() map[string]string {
 		return map[string]string{annotations.MultusNetworks: "macvlan-a", annotations.IPPools: `[{"ipv4":["s-v4"]},{"ipv4":["s-v4"]}]`}
 	}
@@ -65,7 +66,7 @@ func TestStatefulSetEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got *corev1.Pod
-		waitFor(t, "the pod to be stamped with the endpoint's UID", func() bool {
+		fixtures.Eventually(t, "the pod to be stamped with the endpoint's UID", func() bool {
 			p, err := createPod(ctx, statefulSetPod("web-1", ann()), dryRun)
 			got = p
 			return err == nil && p.Annotations[annotations.EndpointUID] == string(ep.UID)
@@ -89,7 +90,7 @@ func TestStatefulSetEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		var denial error
-		waitFor(t, "the pod to be deferred", func() bool {
+		fixtures.Eventually(t, "the pod to be deferred", func() bool {
 			_, denial = createPod(ctx, statefulSetPod("web-2", ann()), dryRun)
 			return denial != nil
 		})
@@ -109,7 +110,7 @@ func TestStatefulSetEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got *corev1.Pod
-		waitFor(t, "the retried pod to be admitted", func() bool {
+		fixtures.Eventually(t, "the retried pod to be admitted", func() bool {
 			p, err := createPod(ctx, statefulSetPod("web-2", ann()))
 			got = p
 			return err == nil
@@ -124,7 +125,7 @@ func TestStatefulSetEndpoint(t *testing.T) {
 		// legacy data would be: with nicpool's endpoint policy out of the way.
 		createUnvalidated(t, endpoint("web-3", record("net1", "10.81.0.31/24"), record("net1", "10.81.0.32/24")))
 		var denial error
-		waitFor(t, "the pod to be denied", func() bool {
+		fixtures.Eventually(t, "the pod to be denied", func() bool {
 			_, denial = createPod(ctx, statefulSetPod("web-3", ann()), dryRun)
 			return denial != nil
 		})
@@ -140,7 +141,7 @@ func TestStatefulSetEndpoint(t *testing.T) {
 		if err := env.Nicpool.Create(ctx, ep); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the endpoint in the webhook's view", func() bool { return env.Views.Endpoints.Get("sts", "web-4") != nil })
+		fixtures.Eventually(t, "the endpoint in the webhook's view", func() bool { return env.Views.Endpoints.Get("sts", "web-4") != nil })
 		owners := map[string][]metav1.OwnerReference{
 			"no owner":                    nil,
 			"ReplicaSet controller":       {{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "u1", Controller: controller}},
@@ -176,7 +177,7 @@ func createUnvalidated(t *testing.T, ep *v2beta1.SpiderEndpoint) {
 	if err := env.Client.Delete(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the unvalidated endpoint to be created", func() bool {
+	fixtures.Eventually(t, "the unvalidated endpoint to be created", func() bool {
 		e := ep.DeepCopy()
 		if err := env.Client.Create(ctx, e); err != nil {
 			return false
@@ -189,7 +190,7 @@ func createUnvalidated(t *testing.T, ep *v2beta1.SpiderEndpoint) {
 		t.Fatal(err)
 	}
 	bad := endpoint("probe", record("net1", "10.81.0.99/24"), record("net1", "10.81.0.98/24"))
-	waitFor(t, "the endpoint policy to be back", func() bool {
+	fixtures.Eventually(t, "the endpoint policy to be back", func() bool {
 		return env.Nicpool.Create(ctx, bad.DeepCopy(), client.DryRunAll) != nil
 	})
 }

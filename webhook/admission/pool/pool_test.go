@@ -5,17 +5,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/webhooktest"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
@@ -24,26 +23,6 @@ import (
 var env *webhooktest.Env
 
 func TestMain(m *testing.M) { webhooktest.Main(m, &env, configs.Options{}) }
-
-func newPool(name, subnet string, ips ...string) *v2beta1.SpiderIPPool {
-	return &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v2beta1.IPPoolSpec{Subnet: subnet, IPs: ips}}
-}
-
-func get(t *testing.T, name string) *v2beta1.SpiderIPPool {
-	t.Helper()
-	p := &v2beta1.SpiderIPPool{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, p); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
 
 func mustContain(t *testing.T, err error, want ...string) {
 	t.Helper()
@@ -67,13 +46,13 @@ func totalIPCount(name string) int64 {
 
 func TestDefaults(t *testing.T) {
 	ctx := context.Background()
-	p := newPool("def-v4", "10.40.0.7/24", "10.40.0.20-10.40.0.30", "10.40.0.10-10.40.0.25", "10.40.0.31")
+	p := fixtures.Pool("def-v4", "10.40.0.7/24", []string{"10.40.0.20-10.40.0.30", "10.40.0.10-10.40.0.25", "10.40.0.31"})
 	p.Spec.ExcludeIPs = []string{"10.40.0.12", "10.40.0.11"}
 	p.Spec.Gateway = ptr.To("10.40.0.1")
 	if err := env.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	got := get(t, "def-v4")
+	got := fixtures.GetPool(t, env.Client, "def-v4")
 	if got.Spec.Subnet != "10.40.0.0/24" {
 		t.Errorf("subnet %s; want canonical 10.40.0.0/24", got.Spec.Subnet)
 	}
@@ -89,18 +68,18 @@ func TestDefaults(t *testing.T) {
 	if !slices.Contains(got.Finalizers, v2beta1.PoolFinalizer) {
 		t.Errorf("finalizers %v; want %s", got.Finalizers, v2beta1.PoolFinalizer)
 	}
-	eventually(t, "totalIPCount 20 (22 addresses minus 2 excluded)", func() bool { return totalIPCount("def-v4") == 20 })
+	fixtures.Eventually(t, "totalIPCount 20 (22 addresses minus 2 excluded)", func() bool { return totalIPCount("def-v4") == 20 })
 
-	p6 := newPool("def-v6", "FD00:40::/64", "fd00:40::10-fd00:40::1f")
+	p6 := fixtures.Pool("def-v6", "FD00:40::/64", []string{"fd00:40::10-fd00:40::1f"})
 	p6.Spec.Gateway = ptr.To("fd00:40::10")
 	if err := env.Client.Create(ctx, p6); err != nil {
 		t.Fatal(err)
 	}
-	got = get(t, "def-v6")
+	got = fixtures.GetPool(t, env.Client, "def-v6")
 	if got.Spec.Subnet != "fd00:40::/64" || got.Spec.IPVersion == nil || *got.Spec.IPVersion != 6 {
 		t.Errorf("subnet %s ipVersion %v; want fd00:40::/64 and 6", got.Spec.Subnet, got.Spec.IPVersion)
 	}
-	eventually(t, "totalIPCount 15 (the gateway is never allocatable)", func() bool { return totalIPCount("def-v6") == 15 })
+	fixtures.Eventually(t, "totalIPCount 15 (the gateway is never allocatable)", func() bool { return totalIPCount("def-v6") == 15 })
 
 	// Reserved addresses are never allocatable.
 	r := &v2beta1.SpiderReservedIP{ObjectMeta: metav1.ObjectMeta{Name: "def-reserved"}, Spec: v2beta1.ReservedIPSpec{IPs: []string{"10.40.0.30-10.40.0.31", "10.40.0.29"}}}
@@ -110,30 +89,30 @@ func TestDefaults(t *testing.T) {
 	if r.Spec.IPVersion == nil || *r.Spec.IPVersion != 4 || !slices.Equal(r.Spec.IPs, []string{"10.40.0.29-10.40.0.31"}) {
 		t.Errorf("reserved IP defaulted to ipVersion %v ips %v; want 4 and [10.40.0.29-10.40.0.31]", r.Spec.IPVersion, r.Spec.IPs)
 	}
-	eventually(t, "totalIPCount 17 after reserving 3 addresses", func() bool { return totalIPCount("def-v4") == 17 })
+	fixtures.Eventually(t, "totalIPCount 17 after reserving 3 addresses", func() bool { return totalIPCount("def-v4") == 17 })
 	// White space around any address field, and non-canonical spellings, are
 	// written canonically: ipamd and the plugin parse strictly (a route gateway with a
 	// leading space used to pass admission and then break every ADD on the pool).
-	ws := newPool("def-ws", " 10.47.0.0/24\n", " 10.47.0.10 - 10.47.0.20 ")
+	ws := fixtures.Pool("def-ws", " 10.47.0.0/24\n", []string{" 10.47.0.10 - 10.47.0.20 "})
 	ws.Spec.ExcludeIPs = []string{"\t10.47.0.11 "}
 	ws.Spec.Gateway = ptr.To(" 10.47.0.1\t")
 	ws.Spec.Routes = []v2beta1.Route{{Dst: " 10.8.0.0/16 ", Gw: " 10.47.0.254"}, {Dst: "10.9.0.7/16", Gw: "10.47.0.253 "}}
 	if err := env.Client.Create(ctx, ws); err != nil {
 		t.Fatalf("pool with white space around its addresses: %v", err)
 	}
-	got = get(t, "def-ws")
+	got = fixtures.GetPool(t, env.Client, "def-ws")
 	if got.Spec.Subnet != "10.47.0.0/24" || !slices.Equal(got.Spec.IPs, []string{"10.47.0.10-10.47.0.20"}) || !slices.Equal(got.Spec.ExcludeIPs, []string{"10.47.0.11"}) ||
 		got.Spec.Gateway == nil || *got.Spec.Gateway != "10.47.0.1" ||
 		!slices.Equal(got.Spec.Routes, []v2beta1.Route{{Dst: "10.8.0.0/16", Gw: "10.47.0.254"}, {Dst: "10.9.0.0/16", Gw: "10.47.0.253"}}) {
 		t.Errorf("pool with white space stored as %+v; want every address field canonical", got.Spec)
 	}
-	ws6 := newPool("def-ws6", "FD00:47::/64", "FD00:47::10-FD00:47::1F")
+	ws6 := fixtures.Pool("def-ws6", "FD00:47::/64", []string{"FD00:47::10-FD00:47::1F"})
 	ws6.Spec.Gateway = ptr.To(" FD00:47::1")
 	ws6.Spec.Routes = []v2beta1.Route{{Dst: "FD00:8::/48", Gw: "FD00:47::FE "}}
 	if err := env.Client.Create(ctx, ws6); err != nil {
 		t.Fatalf("IPv6 pool in capitals: %v", err)
 	}
-	got = get(t, "def-ws6")
+	got = fixtures.GetPool(t, env.Client, "def-ws6")
 	if !slices.Equal(got.Spec.IPs, []string{"fd00:47::10-fd00:47::1f"}) || *got.Spec.Gateway != "fd00:47::1" ||
 		!slices.Equal(got.Spec.Routes, []v2beta1.Route{{Dst: "fd00:8::/48", Gw: "fd00:47::fe"}}) {
 		t.Errorf("IPv6 pool stored as %+v; want canonical lower case", got.Spec)
@@ -147,17 +126,17 @@ func TestDefaults(t *testing.T) {
 	}
 
 	// A pool that only overlaps another's reserved addresses does not overlap it.
-	if err := env.Client.Create(ctx, newPool("def-v4-b", "10.40.0.0/24", "10.40.0.29-10.40.0.40")); err != nil {
+	if err := env.Client.Create(ctx, fixtures.Pool("def-v4-b", "10.40.0.0/24", []string{"10.40.0.29-10.40.0.40"})); err != nil {
 		t.Errorf("pool def-v4-b shares only reserved addresses with def-v4; want admitted: %v", err)
 	}
 }
 
 func TestPoolDenials(t *testing.T) {
 	ctx := context.Background()
-	if err := env.Client.Create(ctx, newPool("base", "10.41.0.0/24", "10.41.0.10-10.41.0.50")); err != nil {
+	if err := env.Client.Create(ctx, fixtures.Pool("base", "10.41.0.0/24", []string{"10.41.0.10-10.41.0.50"})); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Create(ctx, newPool("base-wide", "10.42.0.0/16", "10.42.0.10-10.42.0.50")); err != nil {
+	if err := env.Client.Create(ctx, fixtures.Pool("base-wide", "10.42.0.0/16", []string{"10.42.0.10-10.42.0.50"})); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
@@ -168,51 +147,51 @@ func TestPoolDenials(t *testing.T) {
 		// schema: refused by the CRD's schema (format cidr) before the webhook.
 		schema bool
 	}{
-		{name: "ips outside the subnet", pool: newPool("d1", "10.43.0.0/24", "10.43.1.10"),
+		{name: "ips outside the subnet", pool: fixtures.Pool("d1", "10.43.0.0/24", []string{"10.43.1.10"}),
 			want: []string{"spec.ips[0]", "must be inside subnet 10.43.0.0/24"}},
-		{name: "excludeIPs outside the subnet", pool: newPool("d2", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.ExcludeIPs = []string{"10.44.0.1"} },
+		{name: "excludeIPs outside the subnet", pool: fixtures.Pool("d2", "10.43.0.0/24", []string{"10.43.0.10"}), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.ExcludeIPs = []string{"10.44.0.1"} },
 			want: []string{"spec.excludeIPs[0]", "must be inside subnet 10.43.0.0/24"}},
-		{name: "range backwards", pool: newPool("d3", "10.43.0.0/24", "10.43.0.30-10.43.0.20"),
+		{name: "range backwards", pool: fixtures.Pool("d3", "10.43.0.0/24", []string{"10.43.0.30-10.43.0.20"}),
 			want: []string{"spec.ips[0]", "the first address of a range must not be greater than the last"}},
-		{name: "ips of the other family", pool: newPool("d4", "10.43.0.0/24", "fd00::1"),
+		{name: "ips of the other family", pool: fixtures.Pool("d4", "10.43.0.0/24", []string{"fd00::1"}),
 			want: []string{"spec.ips[0]", "must be an IPv4 address or range"}},
-		{name: "gateway outside the subnet", pool: newPool("d5", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.Gateway = ptr.To("10.99.0.1") },
+		{name: "gateway outside the subnet", pool: fixtures.Pool("d5", "10.43.0.0/24", []string{"10.43.0.10"}), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.Gateway = ptr.To("10.99.0.1") },
 			want: []string{"spec.gateway", "must be inside subnet 10.43.0.0/24"}},
-		{name: "default route", pool: newPool("d6", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) {
+		{name: "default route", pool: fixtures.Pool("d6", "10.43.0.0/24", []string{"10.43.0.10"}), edit: func(p *v2beta1.SpiderIPPool) {
 			p.Spec.Routes = []v2beta1.Route{{Dst: "0.0.0.0/0", Gw: "10.43.0.1"}}
 		}, want: []string{"spec.routes[0].dst", "must not be a default route: the pool's spec.gateway is the default route"}},
-		{name: "duplicate route destination", pool: newPool("d7", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) {
+		{name: "duplicate route destination", pool: fixtures.Pool("d7", "10.43.0.0/24", []string{"10.43.0.10"}), edit: func(p *v2beta1.SpiderIPPool) {
 			p.Spec.Routes = []v2beta1.Route{{Dst: "10.8.0.0/16", Gw: "10.43.0.1"}, {Dst: "10.8.0.0/16", Gw: "10.43.0.2"}}
 		}, want: []string{"spec.routes[1].dst", "is already routed by spec.routes[0]"}},
-		{name: "route via a gateway outside the subnet", pool: newPool("d8", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) {
+		{name: "route via a gateway outside the subnet", pool: fixtures.Pool("d8", "10.43.0.0/24", []string{"10.43.0.10"}), edit: func(p *v2beta1.SpiderIPPool) {
 			p.Spec.Routes = []v2beta1.Route{{Dst: "10.8.0.0/16", Gw: "10.9.0.1"}}
 		}, want: []string{"spec.routes[0].gw", "must be inside subnet 10.43.0.0/24"}},
-		{name: "allocatable addresses overlap a pool of the same subnet", pool: newPool("d9", "10.41.0.0/24", "10.41.0.40-10.41.0.60"),
+		{name: "allocatable addresses overlap a pool of the same subnet", pool: fixtures.Pool("d9", "10.41.0.0/24", []string{"10.41.0.40-10.41.0.60"}),
 			want: []string{"spec.ips", "overlaps the allocatable addresses of SpiderIPPool base in the same subnet (10.41.0.40-10.41.0.50)", "narrow spec.ips or add the overlap to spec.excludeIPs"}},
-		{name: "subnet partly overlaps another pool's subnet", pool: newPool("d10", "10.42.3.0/24", "10.42.3.10"),
+		{name: "subnet partly overlaps another pool's subnet", pool: fixtures.Pool("d10", "10.42.3.0/24", []string{"10.42.3.10"}),
 			want: []string{"spec.subnet", "overlaps subnet 10.42.0.0/16 of SpiderIPPool base-wide"}},
-		{name: "subnet with text after it", pool: newPool("d12", "10.43.0.0/24 x", "10.43.0.10"),
+		{name: "subnet with text after it", pool: fixtures.Pool("d12", "10.43.0.0/24 x", []string{"10.43.0.10"}),
 			want: []string{"spec.subnet", "must be of type cidr"}, schema: true},
-		{name: "ips separated by a space", pool: newPool("d13", "10.43.0.0/24", "10.43.0.10 10.43.0.11"),
+		{name: "ips separated by a space", pool: fixtures.Pool("d13", "10.43.0.0/24", []string{"10.43.0.10 10.43.0.11"}),
 			want: []string{"spec.ips[0]", "must be an IP address or a range"}},
-		{name: "excludeIPs separated by a comma", pool: newPool("d14", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.ExcludeIPs = []string{"10.43.0.10,10.43.0.11"} },
+		{name: "excludeIPs separated by a comma", pool: fixtures.Pool("d14", "10.43.0.0/24", []string{"10.43.0.10"}), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.ExcludeIPs = []string{"10.43.0.10,10.43.0.11"} },
 			want: []string{"spec.excludeIPs[0]", "must be an IP address or a range"}},
-		{name: "gateway with text after it", pool: newPool("d15", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.Gateway = ptr.To("10.43.0.1 x") },
+		{name: "gateway with text after it", pool: fixtures.Pool("d15", "10.43.0.0/24", []string{"10.43.0.10"}), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.Gateway = ptr.To("10.43.0.1 x") },
 			want: []string{"spec.gateway", "must be an IP address"}},
-		{name: "gateway with a space inside", pool: newPool("d16", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.Gateway = ptr.To("10.43. 0.1") },
+		{name: "gateway with a space inside", pool: fixtures.Pool("d16", "10.43.0.0/24", []string{"10.43.0.10"}), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.Gateway = ptr.To("10.43. 0.1") },
 			want: []string{"spec.gateway", "must be an IP address"}},
-		{name: "gateway with an IPv6 zone", pool: newPool("d17", "fd00:43::/64", "fd00:43::10"), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.Gateway = ptr.To("fd00:43::1%eth0") },
+		{name: "gateway with an IPv6 zone", pool: fixtures.Pool("d17", "fd00:43::/64", []string{"fd00:43::10"}), edit: func(p *v2beta1.SpiderIPPool) { p.Spec.Gateway = ptr.To("fd00:43::1%eth0") },
 			want: []string{"spec.gateway", "must be an IP address"}},
-		{name: "route gateway with a space inside", pool: newPool("d18", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) {
+		{name: "route gateway with a space inside", pool: fixtures.Pool("d18", "10.43.0.0/24", []string{"10.43.0.10"}), edit: func(p *v2beta1.SpiderIPPool) {
 			p.Spec.Routes = []v2beta1.Route{{Dst: "10.8.0.0/16", Gw: "10.43.0. 1"}}
 		}, want: []string{"spec.routes[0].gw", "must be an IP address"}},
-		{name: "route destination with a space inside", pool: newPool("d19", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) {
+		{name: "route destination with a space inside", pool: fixtures.Pool("d19", "10.43.0.0/24", []string{"10.43.0.10"}), edit: func(p *v2beta1.SpiderIPPool) {
 			p.Spec.Routes = []v2beta1.Route{{Dst: "10.8.0.0 /16", Gw: "10.43.0.1"}}
 		}, want: []string{"spec.routes[0].dst", "must be of type cidr"}, schema: true},
-		{name: "route gateway of the other family", pool: newPool("d20", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) {
+		{name: "route gateway of the other family", pool: fixtures.Pool("d20", "10.43.0.0/24", []string{"10.43.0.10"}), edit: func(p *v2beta1.SpiderIPPool) {
 			p.Spec.Routes = []v2beta1.Route{{Dst: "10.8.0.0/16", Gw: "::ffff:10.43.0.1"}}
 		}, want: []string{"spec.routes[0].gw"}},
-		{name: "invalid podAffinity", pool: newPool("d11", "10.43.0.0/24", "10.43.0.10"), edit: func(p *v2beta1.SpiderIPPool) {
+		{name: "invalid podAffinity", pool: fixtures.Pool("d11", "10.43.0.0/24", []string{"10.43.0.10"}), edit: func(p *v2beta1.SpiderIPPool) {
 			p.Spec.PodAffinity = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
 		}, want: []string{"spec.podAffinity", "must be a valid label selector"}},
 	}
@@ -229,21 +208,21 @@ func TestPoolDenials(t *testing.T) {
 		})
 	}
 	// A pool in the same subnet with disjoint addresses is fine.
-	if err := env.Client.Create(ctx, newPool("base-2", "10.41.0.0/24", "10.41.0.51-10.41.0.60")); err != nil {
+	if err := env.Client.Create(ctx, fixtures.Pool("base-2", "10.41.0.0/24", []string{"10.41.0.51-10.41.0.60"})); err != nil {
 		t.Errorf("disjoint pool in the same subnet: %v", err)
 	}
 }
 
 func TestPoolUpdatesAndDelete(t *testing.T) {
 	ctx := context.Background()
-	if err := env.Client.Create(ctx, newPool("upd", "10.45.0.0/24", "10.45.0.10-10.45.0.20")); err != nil {
+	if err := env.Client.Create(ctx, fixtures.Pool("upd", "10.45.0.0/24", []string{"10.45.0.10-10.45.0.20"})); err != nil {
 		t.Fatal(err)
 	}
 	setAllocated(t, "upd", v2beta1.PoolIPAllocations{"10.45.0.12": {Pod: "team/web-0", PodUID: "u-1", Interface: "net1"}})
 
 	update := func(edit func(*v2beta1.SpiderIPPool)) error {
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			p := get(t, "upd")
+			p := fixtures.GetPool(t, env.Client, "upd")
 			edit(p)
 			return env.Client.Update(ctx, p)
 		})
@@ -273,24 +252,24 @@ func TestPoolUpdatesAndDelete(t *testing.T) {
 		if err := update(func(p *v2beta1.SpiderIPPool) { p.Spec.IPs = []string{"10.45.0.10-10.45.0.30"} }); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "totalIPCount 21", func() bool { return totalIPCount("upd") == 21 })
+		fixtures.Eventually(t, "totalIPCount 21", func() bool { return totalIPCount("upd") == 21 })
 	})
 	t.Run("delete is refused while addresses are allocated", func(t *testing.T) {
-		err := env.Client.Delete(ctx, get(t, "upd"))
+		err := env.Client.Delete(ctx, fixtures.GetPool(t, env.Client, "upd"))
 		mustContain(t, err, "the pool still has 1 allocated address(es) (10.45.0.12 held by pod team/web-0 interface net1)", "delete those pods")
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("reason %s; want Forbidden", apierrors.ReasonForError(err))
 		}
-		if get(t, "upd").DeletionTimestamp != nil {
+		if fixtures.GetPool(t, env.Client, "upd").DeletionTimestamp != nil {
 			t.Error("the pool is terminating after a refused delete")
 		}
 	})
 	t.Run("an emptied pool may be deleted; its finalizer holds it", func(t *testing.T) {
 		setAllocated(t, "upd", nil)
-		if err := env.Client.Delete(ctx, get(t, "upd")); err != nil {
+		if err := env.Client.Delete(ctx, fixtures.GetPool(t, env.Client, "upd")); err != nil {
 			t.Fatal(err)
 		}
-		if p := get(t, "upd"); p.DeletionTimestamp == nil || !slices.Contains(p.Finalizers, v2beta1.PoolFinalizer) {
+		if p := fixtures.GetPool(t, env.Client, "upd"); p.DeletionTimestamp == nil || !slices.Contains(p.Finalizers, v2beta1.PoolFinalizer) {
 			t.Errorf("deletionTimestamp %v finalizers %v; want terminating, held by %s", p.DeletionTimestamp, p.Finalizers, v2beta1.PoolFinalizer)
 		}
 	})
@@ -316,7 +295,7 @@ func setAllocated(t *testing.T, name string, alloc v2beta1.PoolIPAllocations) {
 	if _, err := l.ReleaseRecords(ctx, gone); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Import(ctx, get(t, name), alloc); err != nil {
+	if err := l.Import(ctx, fixtures.GetPool(t, env.Client, name), alloc); err != nil {
 		t.Fatal(err)
 	}
 }

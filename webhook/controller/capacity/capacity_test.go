@@ -3,45 +3,39 @@ package capacity_test
 import (
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/webhook/controller/capacity"
 )
 
-func pool(spec v2beta1.IPPoolSpec, allocated, total *int64) *v2beta1.SpiderIPPool {
-	return &v2beta1.SpiderIPPool{
-		ObjectMeta: metav1.ObjectMeta{Name: "p"},
-		Spec:       spec,
-		Status:     v2beta1.IPPoolStatus{AllocatedIPCount: allocated, TotalIPCount: total},
-	}
-}
-
 // What a pool's gauges read, from its status counts and spec.
 func TestOf(t *testing.T) {
-	v4 := v2beta1.IPPoolSpec{Subnet: "10.0.0.0/24", IPs: []string{"10.0.0.1-10.0.0.10"}}
+	v4 := func(allocated, total *int64) *v2beta1.SpiderIPPool {
+		return fixtures.Pool("p", "10.0.0.0/24", []string{"10.0.0.1-10.0.0.10"}, fixtures.Counted(allocated, total))
+	}
 	for _, tc := range []struct {
 		name string
 		pool *v2beta1.SpiderIPPool
 		want capacity.Capacity
 	}{
 		{"not counted yet: no series, not an exhausted pool",
-			pool(v4, nil, nil), capacity.Capacity{Pool: "p", Reserved: -1}},
+			v4(nil, nil), capacity.Capacity{Pool: "p", Reserved: -1}},
 		{"counted, nothing allocated",
-			pool(v4, nil, ptr.To[int64](10)), capacity.Capacity{Pool: "p", Known: true, Total: 10, Free: 10, Reserved: 0}},
+			v4(nil, ptr.To[int64](10)), capacity.Capacity{Pool: "p", Known: true, Total: 10, Free: 10, Reserved: 0}},
 		{"gateway and an excluded range reserved",
-			pool(v2beta1.IPPoolSpec{Subnet: "10.0.0.0/24", IPs: []string{"10.0.0.1-10.0.0.10"}, ExcludeIPs: []string{"10.0.0.5-10.0.0.6"}, Gateway: ptr.To("10.0.0.1")}, ptr.To[int64](3), ptr.To[int64](7)),
+			fixtures.Pool("p", "10.0.0.0/24", []string{"10.0.0.1-10.0.0.10"}, fixtures.Excluding("10.0.0.5-10.0.0.6"), fixtures.Gateway("10.0.0.1"), fixtures.Counted(ptr.To[int64](3), ptr.To[int64](7))),
 			capacity.Capacity{Pool: "p", Known: true, Allocated: 3, Total: 7, Free: 4, Reserved: 3}},
 		{"exhausted",
-			pool(v4, ptr.To[int64](10), ptr.To[int64](10)), capacity.Capacity{Pool: "p", Known: true, Allocated: 10, Total: 10, Free: 0, Reserved: 0}},
+			v4(ptr.To[int64](10), ptr.To[int64](10)), capacity.Capacity{Pool: "p", Known: true, Allocated: 10, Total: 10, Free: 0, Reserved: 0}},
 		{"more allocated than total (addresses reserved after allocation): free is 0, not negative",
-			pool(v4, ptr.To[int64](10), ptr.To[int64](8)), capacity.Capacity{Pool: "p", Known: true, Allocated: 10, Total: 8, Free: 0, Reserved: 2}},
+			v4(ptr.To[int64](10), ptr.To[int64](8)), capacity.Capacity{Pool: "p", Known: true, Allocated: 10, Total: 8, Free: 0, Reserved: 2}},
 		{"IPv6",
-			pool(v2beta1.IPPoolSpec{Subnet: "fd00::/64", IPs: []string{"fd00::10-fd00::1f"}}, ptr.To[int64](1), ptr.To[int64](16)),
+			fixtures.Pool("p", "fd00::/64", []string{"fd00::10-fd00::1f"}, fixtures.Counted(ptr.To[int64](1), ptr.To[int64](16))),
 			capacity.Capacity{Pool: "p", Known: true, Allocated: 1, Total: 16, Free: 15, Reserved: 0}},
 		{"spec.ips unparsable (written before the webhook ran): no reserved gauge",
-			pool(v2beta1.IPPoolSpec{Subnet: "10.0.0.0/24", IPs: []string{"10.0.1.1"}}, nil, ptr.To[int64](0)),
+			fixtures.Pool("p", "10.0.0.0/24", []string{"10.0.1.1"}, fixtures.Counted(nil, ptr.To[int64](0))),
 			capacity.Capacity{Pool: "p", Known: true, Reserved: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,17 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/webhook/controller/capacity"
 )
@@ -42,14 +41,10 @@ func gauges(t *testing.T) map[string]float64 {
 
 func waitGauges(t *testing.T, what string, ok func(map[string]float64) bool) {
 	t.Helper()
-	var last map[string]float64
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		last = gauges(t)
-		return ok(last), nil
+	fixtures.Eventually(t, what, func() (bool, string) {
+		g := gauges(t)
+		return ok(g), fmt.Sprintf("gauges %v", g)
 	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v; gauges now %v", what, err, last)
-	}
 }
 
 // The elected manager reports each pool's capacity from the pool as the API server

@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/webhook/admission/views"
@@ -106,13 +107,7 @@ var subnets atomic.Int32
 // newPool creates a pool of 10.<n>.0.0/24 and returns it with its first addresses.
 func newPool(name string) (*v2beta1.SpiderIPPool, func(i int) string) {
 	n := subnets.Add(1)
-	pool := &v2beta1.SpiderIPPool{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v2beta1.IPPoolSpec{
-			Subnet: fmt.Sprintf("10.%d.0.0/24", n),
-			IPs:    []string{fmt.Sprintf("10.%d.0.1-10.%d.0.250", n, n)},
-		},
-	}
+	pool := fixtures.Pool(name, fmt.Sprintf("10.%d.0.0/24", n), []string{fmt.Sprintf("10.%d.0.1-10.%d.0.250", n, n)})
 	Expect(k8s.Create(ctx, pool)).To(Succeed())
 	return pool, func(i int) string { return fmt.Sprintf("10.%d.0.%d", n, i) }
 }
