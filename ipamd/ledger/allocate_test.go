@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
@@ -23,7 +24,7 @@ import (
 func TestNodesFillPoolExactly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	createPool(t, "fill", "10.20.0.0/16", "10.20.0.1-10.20.0.200")
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("fill", "10.20.0.0/16", []string{"10.20.0.1-10.20.0.200"}))
 	const nodes, n = 5, 200
 	ls := make([]*ledger.Ledger, nodes)
 	for i := range nodes {
@@ -102,7 +103,7 @@ func mustAtoi(t *testing.T, s string) int {
 func TestAllocateIsIdempotent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	createPool(t, "again", "10.21.0.0/16", "10.21.0.1-10.21.0.50")
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("again", "10.21.0.0/16", []string{"10.21.0.1-10.21.0.50"}))
 	l := nodeLedger(t, ctx, "n1")
 	first, err := l.Allocate(ctx, "again", owner(1))
 	if err != nil || first.Existing {
@@ -129,7 +130,7 @@ func TestAllocateIsIdempotent(t *testing.T) {
 func TestReleasedAddressIsReusedLast(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	createPool(t, "order", "10.22.0.0/16", "10.22.0.1-10.22.0.30")
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("order", "10.22.0.0/16", []string{"10.22.0.1-10.22.0.30"}))
 	l := nodeLedger(t, ctx, "n1")
 	a0, err := l.Allocate(ctx, "order", owner(0))
 	if err != nil {
@@ -158,7 +159,7 @@ func TestReleasedAddressIsReusedLast(t *testing.T) {
 func TestLowestOrderReusesTheLowestFree(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	createPool(t, "lowest", "10.23.0.0/16", "10.23.0.1-10.23.0.30")
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("lowest", "10.23.0.0/16", []string{"10.23.0.1-10.23.0.30"}))
 	l := ledger.New(ledger.Options{Node: "n1", Order: allocator.Lowest, Cache: startCache(t, ctx, "n1"), Client: env.Client, Fresh: env.Client, Log: logr.Discard()})
 	var got []netip.Addr
 	for i := range 3 {
@@ -185,19 +186,19 @@ func TestLowestOrderReusesTheLowestFree(t *testing.T) {
 func TestTerminatingOrDisabledPoolRefusesNewAllocations(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := createPool(t, "off", "10.23.0.0/16", "10.23.0.1-10.23.0.9")
+	p := fixtures.CreatePool(t, env.Client, fixtures.Pool("off", "10.23.0.0/16", []string{"10.23.0.1-10.23.0.9"}))
 	l := nodeLedger(t, ctx, "n1")
 	held, err := l.Allocate(ctx, "off", owner(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p = getPool(t, "off")
+	p = fixtures.GetPool(t, env.Client, "off")
 	p.Spec.Disable = ptr.To(true)
 	if err := env.Client.Update(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	var a ledger.Allocation
-	poll(t, func() bool {
+	fixtures.Eventually(t, "the ledger to refuse the disabled pool", func() bool {
 		a, err = l.Allocate(ctx, "off", owner(2))
 		return errors.Is(err, ledger.ErrPoolDisabled)
 	})
@@ -218,7 +219,7 @@ func TestTerminatingOrDisabledPoolRefusesNewAllocations(t *testing.T) {
 func TestOtherNodesBlockThroughHints(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	createPool(t, "moved", "10.24.0.0/16", "10.24.0.1-10.24.0.40")
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("moved", "10.24.0.0/16", []string{"10.24.0.1-10.24.0.40"}))
 	a, b := nodeLedger(t, ctx, "node-a"), nodeLedger(t, ctx, "node-b")
 	old := allocator.Owner{Pod: "ns/web-0", PodUID: "old", Interface: "net1"}
 	got, err := a.Allocate(ctx, "moved", old)
@@ -262,7 +263,7 @@ func TestOtherNodesBlockThroughHints(t *testing.T) {
 func TestReleaseRecordsOnlyWhileStillHeld(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	createPool(t, "gc", "10.25.0.0/16", "10.25.0.1-10.25.0.40")
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("gc", "10.25.0.0/16", []string{"10.25.0.1-10.25.0.40"}))
 	n := nodeLedger(t, ctx, "n1")
 	gc, _ := clusterLedger(t, ctx)
 	var addrs []netip.Addr

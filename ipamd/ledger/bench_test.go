@@ -25,6 +25,7 @@ import (
 
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
@@ -92,7 +93,7 @@ func runLayout(b *testing.B, layout string, n, nodes, iter int) {
 	for range n - 1 {
 		last = last.Next()
 	}
-	createPoolB(b, pool, fmt.Sprintf("10.%d.0.0/16", 100+run), first.String()+"-"+last.String())
+	fixtures.CreatePool(b, env.Client, fixtures.Pool(pool, fmt.Sprintf("10.%d.0.0/16", 100+run), []string{first.String() + "-" + last.String()}))
 
 	var count counter
 	var events, eventBytes atomic.Int64
@@ -243,14 +244,5 @@ func perAddress(c client.Reader, w client.Client, pool string, first netip.Addr,
 			}
 		}
 		return fmt.Errorf("no address claimed after 1000 tries")
-	}
-}
-
-func createPoolB(b *testing.B, name, subnet string, ips ...string) {
-	p := &v2beta1.SpiderIPPool{}
-	p.Name = name
-	p.Spec.Subnet, p.Spec.IPs = subnet, ips
-	if err := env.Client.Create(context.Background(), p); err != nil {
-		b.Fatal(err)
 	}
 }

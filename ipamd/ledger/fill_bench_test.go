@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
@@ -53,7 +54,7 @@ func fill(b *testing.B, bits, nodes int) {
 	pool := fmt.Sprintf("fill-%d", run)
 	subnet := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + run), 0, 0}), bits)
 	n := 1<<(32-bits) - 2
-	createPoolB(b, pool, subnet.String(), subnet.Addr().Next().String()+"-"+lastOf(subnet).Prev().String())
+	fixtures.CreatePool(b, env.Client, fixtures.Pool(pool, subnet.String(), []string{subnet.Addr().Next().String() + "-" + lastOf(subnet).Prev().String()}))
 
 	var count counter
 	var largest atomic.Int64

@@ -5,16 +5,15 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/ledger"
@@ -72,40 +71,12 @@ func clusterLedger(t *testing.T, ctx context.Context) (*ledger.Ledger, cache.Cac
 	return ledger.New(ledger.Options{Cache: c, Client: env.Client, Fresh: env.Client, Log: logr.Discard()}), c
 }
 
-func createPool(t *testing.T, name, subnet string, ips ...string) *v2beta1.SpiderIPPool {
-	t.Helper()
-	p := &v2beta1.SpiderIPPool{}
-	p.Name = name
-	p.Spec.Subnet, p.Spec.IPs = subnet, ips
-	if err := env.Client.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func getPool(t *testing.T, name string) *v2beta1.SpiderIPPool {
-	t.Helper()
-	p := &v2beta1.SpiderIPPool{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, p); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // waitPool waits until the ledger's cache knows the pool (it was just created).
 func waitPool(t testing.TB, ctx context.Context, c client.Reader, name string) {
 	t.Helper()
-	poll(t, func() bool { return c.Get(ctx, client.ObjectKey{Name: name}, &v2beta1.SpiderIPPool{}) == nil })
-}
-
-func poll(t testing.TB, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		return cond(), nil
+	fixtures.Eventually(t, "pool "+name+" in the ledger's cache", func() bool {
+		return c.Get(ctx, client.ObjectKey{Name: name}, &v2beta1.SpiderIPPool{}) == nil
 	})
-	if err != nil {
-		t.Fatal("condition not met within 60s")
-	}
 }
 
 // records lists the pool's records from the API server through the one listing.

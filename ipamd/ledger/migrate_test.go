@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
@@ -20,8 +21,8 @@ func TestMigrate8000RecordsInPlace(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const n = 8000
-	createPool(t, "legacy", "10.30.0.0/16", "10.30.0.1-10.30.31.254")
-	p := getPool(t, "legacy")
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("legacy", "10.30.0.0/16", []string{"10.30.0.1-10.30.31.254"}))
+	p := fixtures.GetPool(t, env.Client, "legacy")
 	p.Status.AllocatedIPs = v2beta1.PoolIPAllocations{}
 	want := map[netip.Addr]v2beta1.PoolIPAllocation{}
 	a := netip.MustParseAddr("10.30.0.1")
@@ -64,7 +65,7 @@ func TestMigrate8000RecordsInPlace(t *testing.T) {
 			t.Fatalf("%s: %+v after the migration, want %+v in a block", addr, got, rec)
 		}
 	}
-	if p := getPool(t, "legacy"); len(p.Status.AllocatedIPs) != 0 || *p.Status.AllocatedIPCount != n {
+	if p := fixtures.GetPool(t, env.Client, "legacy"); len(p.Status.AllocatedIPs) != 0 || *p.Status.AllocatedIPCount != n {
 		t.Errorf("pool status after the migration: %d records, count %d", len(p.Status.AllocatedIPs), *p.Status.AllocatedIPCount)
 	}
 	// Again: nothing to do.
@@ -91,16 +92,16 @@ func TestMigrate8000RecordsInPlace(t *testing.T) {
 	}
 
 	// The count owner keeps kubectl's figures.
-	poll(t, func() bool {
+	fixtures.Eventually(t, "the pool in the count owner's cache", func() bool {
 		var list v2beta1.SpiderIPPoolList
 		_ = clCache.List(ctx, &list)
 		return len(list.Items) > 0
 	})
-	poll(t, func() bool {
+	fixtures.Eventually(t, "the migrated counts", func() bool {
 		if err := cl.Recount(ctx, "legacy"); err != nil {
 			t.Fatal(err)
 		}
-		p := getPool(t, "legacy")
+		p := fixtures.GetPool(t, env.Client, "legacy")
 		return *p.Status.AllocatedIPCount == n+20-1 && *p.Status.TotalIPCount == 8190
 	})
 }
