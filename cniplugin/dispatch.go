@@ -268,14 +268,18 @@ func validateInterfaceName(name string) *types.Error {
 }
 
 // checkNetNS refuses a CNI_NETNS that is the plugin's own network namespace. A path
-// that does not exist passes (DEL of a sandbox whose namespace is gone). The plugin
-// never enters another namespace, so every thread of it is in the process's own: no
-// thread is locked to read it (locking one makes the Go runtime start a thread of its
-// own, a cost on every ADD and DEL).
+// the plugin cannot stat passes: its own namespace is always there to stat, so such a
+// path is some other namespace or none (most often DEL of a sandbox whose namespace is
+// gone). The plugin never enters another namespace, so every thread of it is in the
+// process's own: no thread is locked to read it (locking one makes the Go runtime
+// start a thread of its own, a cost on every ADD and DEL).
 func checkNetNS(path string) *types.Error {
-	var target unix.Stat_t
-	if path == "" || unix.Stat(path, &target) != nil {
+	if path == "" {
 		return nil
+	}
+	var target unix.Stat_t
+	if err := unix.Stat(path, &target); err != nil {
+		return nil //nolint:nilerr // not the plugin's own namespace: nothing to refuse (see above)
 	}
 	var own unix.Stat_t
 	if err := unix.Stat("/proc/self/ns/net", &own); err != nil {

@@ -349,7 +349,7 @@ func TestFlagReference(t *testing.T) {
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 		out, err := cmd.CombinedOutput()
 		var exit *exec.ExitError
-		if err != nil && !(errors.As(err, &exit) && c.section == "nicpool install") {
+		if err != nil && (!errors.As(err, &exit) || c.section != "nicpool install") {
 			t.Fatalf("%v: %v\n%s", c.args, err, out)
 		}
 		table := flagTable(t, string(out))
@@ -768,6 +768,12 @@ var inlineCode = regexp.MustCompile("`([^`]+)`")
 // placeholder stands for a word a command fills in: NAME, NAMESPACE, <node>.
 var placeholder = regexp.MustCompile(`^(?:[A-Z][A-Z_]*|<[^>]+>)$`)
 
+// fills says whether a block's word stands where an inline command has w: the same
+// word, or any word but a flag for a placeholder.
+func fills(word, w string) bool {
+	return word == w || placeholder.MatchString(w) && !strings.HasPrefix(word, "-")
+}
+
 // covers says whether the words of an inline command are those of a block's command,
 // in order, with placeholders and a final ... standing for words of the block.
 func covers(block, inline []string) bool {
@@ -776,7 +782,7 @@ func covers(block, inline []string) bool {
 		if w == "..." {
 			return true
 		}
-		for j < len(block) && !(block[j] == w || placeholder.MatchString(w) && !strings.HasPrefix(block[j], "-")) {
+		for j < len(block) && !fills(block[j], w) {
 			j++
 		}
 		if j == len(block) {

@@ -135,7 +135,7 @@ func (v *chartValues) yaml() ([]byte, error) {
 		{"Prometheus Operator targets, alerting rules and the Grafana dashboard\n# (needs the monitoring.coreos.com/v1 CRDs).", "monitoring", map[string]any{"enabled": false}},
 	}
 	var b bytes.Buffer
-	b.WriteString(fmt.Sprintf(header, Dir))
+	fmt.Fprintf(&b, header, Dir)
 	for i, d := range doc {
 		y, err := yaml.Marshal(map[string]any{d.key: d.value})
 		if err != nil {

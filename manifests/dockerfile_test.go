@@ -108,9 +108,7 @@ func parseDockerfile(t *testing.T, file string) dockerfile {
 		case "WORKDIR":
 			df.workdir = args
 		case "ENV":
-			for _, kv := range splitWords(t, file, args) {
-				df.env = append(df.env, kv)
-			}
+			df.env = append(df.env, splitWords(t, file, args)...)
 		case "LABEL":
 			for _, kv := range splitWords(t, file, args) {
 				k, v, ok := strings.Cut(kv, "=")

@@ -56,7 +56,7 @@ func up(dir string, nodes int, kind string) error {
 		select {
 		case err := <-exited:
 			out, _ := os.ReadFile(logPath)
-			return fmt.Errorf("local cluster exited before it was ready (%v):\n%s", err, out)
+			return fmt.Errorf("local cluster exited before it was ready (%w):\n%s", err, out)
 		case <-deadline:
 			return fmt.Errorf("local cluster not ready after 10 minutes; see %s", logPath)
 		case <-tick.C:

@@ -123,7 +123,7 @@ func buildInstalled(dir, pkgDir, name string) (string, error) {
 	build.Dir = pkgDir
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %v\n%s", name, err, out)
+		return "", fmt.Errorf("build %s: %w\n%s", name, err, out)
 	}
 	bin := filepath.Join(dir, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {

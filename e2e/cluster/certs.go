@@ -73,7 +73,7 @@ func servingCertificate(api *envtest.APIServer, dir string, addresses []string) 
 	// envtest keeps a serving certificate it finds in its directory; its clients then
 	// trust the CA given here.
 	api.CertDir = dir
-	api.SecureServing.CA = caPEM
+	api.CA = caPEM
 	return nil
 }
 

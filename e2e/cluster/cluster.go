@@ -321,7 +321,8 @@ func (c *Cluster) CrashAPIServer(ctx context.Context) error {
 		return err
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return syscall.Kill(pid, 0) != nil || ParentOf(pid) != os.Getpid(), nil
+		// Gone, or its pid already reused by a process that is not our child.
+		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) || ParentOf(pid) != os.Getpid(), nil
 	}); err != nil {
 		return fmt.Errorf("kube-apiserver %d survived SIGKILL: %w", pid, err)
 	}

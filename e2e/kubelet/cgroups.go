@@ -25,8 +25,11 @@ func RemoveCgroups(root string) error {
 		return nil
 	}
 	hierarchies, err := os.ReadDir(cgroupMount)
-	if err != nil {
-		return nil
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil // no cgroup hierarchy mounted: nothing was made
+	case err != nil:
+		return err
 	}
 	var errs []error
 	for _, h := range hierarchies {

@@ -3,6 +3,7 @@ package kubelet
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -333,7 +334,7 @@ func (n *Node) waitContainerd(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("containerd on %s not answering (log %s)", n.cfg.Name, filepath.Join(n.cfg.Root, "var/log/containerd.log"))
 		case <-n.initDone:
-			return fmt.Errorf("node %s init ended: %v (log %s)", n.cfg.Name, n.initErr, filepath.Join(n.cfg.Root, "init.log"))
+			return fmt.Errorf("node %s init ended: %w (log %s)", n.cfg.Name, cmp.Or(n.initErr, errors.New("exit status 0")), filepath.Join(n.cfg.Root, "init.log"))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -32,7 +32,7 @@ func (s *Stack) WaitRunning(ctx context.Context, namespace string, labels map[st
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		pods := &corev1.PodList{}
 		if err := s.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels(labels)); err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // polled again until the timeout, which reports the count
 		}
 		running = 0
 		for _, p := range pods.Items {

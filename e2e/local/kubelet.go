@@ -297,7 +297,7 @@ func (s *Stack) installNicpool(ctx context.Context) error {
 		return last == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("sample pools through the webhook's Service: %w (%v)", last, err)
+		return fmt.Errorf("sample pools through the webhook's Service: %w (%w)", last, err)
 	}
 	return nil
 }
@@ -323,11 +323,11 @@ func (s *Stack) waitNicpool(ctx context.Context) error {
 		deploy := &appsv1.Deployment{}
 		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "nicpool-ipamd"}, ds); err != nil {
 			last = err.Error()
-			return false, nil
+			return false, nil //nolint:nilerr // polled again; the timeout reports it
 		}
 		if err := s.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "nicpool-webhook"}, deploy); err != nil {
 			last = err.Error()
-			return false, nil
+			return false, nil //nolint:nilerr // polled again; the timeout reports it
 		}
 		last = fmt.Sprintf("ipamd %d/%d ready, webhook %d/%d available", ds.Status.NumberReady, len(s.Kubelets), deploy.Status.AvailableReplicas, *deploy.Spec.Replicas)
 		if int(ds.Status.NumberReady) != len(s.Kubelets) || deploy.Status.AvailableReplicas != *deploy.Spec.Replicas {

@@ -183,7 +183,7 @@ func (s *Stack) waitWebhook(ctx context.Context, p *cluster.Process, probe int) 
 		}
 		resp, err := http.Get(url)
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // not listening yet: polled again
 		}
 		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
@@ -255,7 +255,7 @@ func waitSocket(ctx context.Context, p *cluster.Process, socket string) error {
 		}
 		resp, err := c.Get("http://ipamd" + api.PathHealthz)
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // not listening yet: polled again
 		}
 		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil

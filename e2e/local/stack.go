@@ -229,7 +229,7 @@ func (s *Stack) Down() error {
 	errs = append(errs, s.stopKubeletMode())
 	errs = append(errs, s.stopNicpool())
 	if s.Cluster != nil {
-		errs = append(errs, s.Cluster.Stop())
+		errs = append(errs, s.Cluster.Stop()) //nolint:staticcheck // QF1008: s.Stop() would read as stopping the whole stack
 		s.Cluster = nil
 	}
 	if s.Fabric != nil {

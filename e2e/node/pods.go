@@ -30,6 +30,8 @@ const hostIP = "127.0.0.1"
 func (n *Node) sync(ctx context.Context, key string) error {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
+		// Retrying a key that does not parse never helps: it is dropped.
+		n.cfg.Log.Info("dropping a malformed pod key", "pod", key, "error", err.Error())
 		return nil
 	}
 	if n.cutOff(key) {
@@ -79,7 +81,7 @@ func (n *Node) sync(ctx context.Context, key string) error {
 		// plugin and the verb), so that a page shows what users of either see.
 		n.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: rpc error: code = Unknown desc = %v", err)
 		if serr := n.reportCreating(ctx, pod); serr != nil {
-			return fmt.Errorf("%w; and reporting the pod's containers waiting: %v", err, serr)
+			return fmt.Errorf("%w; and reporting the pod's containers waiting: %w", err, serr)
 		}
 		return err
 	}

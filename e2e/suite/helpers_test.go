@@ -236,7 +236,7 @@ func (n realNode) waitReady(ctx context.Context, ready bool) error {
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		node := &corev1.Node{}
 		if err := stack.Client.Get(ctx, client.ObjectKey{Name: n.Name()}, node); err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // polled again until the timeout
 		}
 		return nodeReady(node) == ready, nil
 	})

@@ -85,7 +85,9 @@ func invariantViolations(ctx context.Context) []string {
 			bad = append(bad, fmt.Sprintf("I2: pod %s (%s) %s holds %s and %s", a.Pod, a.PodUID, a.Interface, prev, addr))
 		}
 		perNIC[k][ip.Is4()] = addr
-		if _, live := livePods[a.PodUID]; !live && !(returning[a.Pod] && endpointUID[a.Pod] == a.PodUID) {
+		_, live := livePods[a.PodUID]
+		comingBack := returning[a.Pod] && endpointUID[a.Pod] == a.PodUID
+		if !live && !comingBack {
 			bad = append(bad, fmt.Sprintf("I4: %s in pool %s belongs to pod %s (%s), which is gone", addr, r.Pool, a.Pod, a.PodUID))
 		}
 	}

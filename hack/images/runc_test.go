@@ -62,7 +62,7 @@ func buildImages(dir string) error {
 		build.Dir = testenv.RepoRoot()
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("build %s: %v\n%s", pkg, err, out)
+			return fmt.Errorf("build %s: %w\n%s", pkg, err, out)
 		}
 	}
 	var names []string

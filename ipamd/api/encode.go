@@ -117,7 +117,7 @@ func appendPodNetwork(b []byte, p Pod, n NetworkConfig) []byte {
 }
 
 func (r *AllocateRequest) appendJSON(b []byte) []byte {
-	b = r.Attachment.appendFields(append(b, '{'))
+	b = r.appendFields(append(b, '{'))
 	if r.NetNS != "" {
 		b = appendString(appendKey(append(b, ','), "netns"), r.NetNS)
 	}
@@ -125,12 +125,12 @@ func (r *AllocateRequest) appendJSON(b []byte) []byte {
 }
 
 func (r *ReleaseRequest) appendJSON(b []byte) []byte {
-	b = r.Attachment.appendFields(append(b, '{'))
+	b = r.appendFields(append(b, '{'))
 	return append(appendPodNetwork(b, r.Pod, r.Network), '}')
 }
 
 func (r *CheckRequest) appendJSON(b []byte) []byte {
-	b = r.Attachment.appendFields(append(b, '{'))
+	b = r.appendFields(append(b, '{'))
 	return append(appendPodNetwork(b, r.Pod, r.Network), '}')
 }
 

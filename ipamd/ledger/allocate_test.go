@@ -80,7 +80,7 @@ func TestNodesFillPoolExactly(t *testing.T) {
 			t.Errorf("block %s: %d records, allocated %d, free %d", b.Name, len(b.Status.Allocations), b.Status.Allocated, b.Status.Free)
 		}
 		for _, rec := range b.Status.Allocations {
-			if b.Spec.Node != "node-0" && nodeOf(int(mustAtoi(t, strings.TrimPrefix(rec.PodUID, "uid-")))) == 0 {
+			if b.Spec.Node != "node-0" && nodeOf(mustAtoi(t, strings.TrimPrefix(rec.PodUID, "uid-"))) == 0 {
 				borrowed++
 			}
 		}
@@ -186,13 +186,13 @@ func TestLowestOrderReusesTheLowestFree(t *testing.T) {
 func TestTerminatingOrDisabledPoolRefusesNewAllocations(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := fixtures.CreatePool(t, env.Client, fixtures.Pool("off", "10.23.0.0/16", []string{"10.23.0.1-10.23.0.9"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("off", "10.23.0.0/16", []string{"10.23.0.1-10.23.0.9"}))
 	l := nodeLedger(t, ctx, "n1")
 	held, err := l.Allocate(ctx, "off", owner(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p = fixtures.GetPool(t, env.Client, "off")
+	p := fixtures.GetPool(t, env.Client, "off")
 	p.Spec.Disable = ptr.To(true)
 	if err := env.Client.Update(ctx, p); err != nil {
 		t.Fatal(err)

@@ -125,10 +125,13 @@ func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spi
 			if *fam.addr == nil {
 				continue
 			}
-			ok := fam.keep && *fam.pool != nil
+			// An address the record holds that does not parse cannot be handed over: the
+			// interface's ADD allocates afresh, as for one the pool no longer holds.
+			pfx, perr := netip.ParsePrefix(**fam.addr)
+			ok := fam.keep && *fam.pool != nil && perr == nil
 			if ok {
 				var err error
-				if ok, err = s.transfer(ctx, **fam.pool, owner, oldUID, **fam.addr); err != nil {
+				if ok, err = s.transfer(ctx, **fam.pool, owner, oldUID, pfx.Addr()); err != nil {
 					return nil, err
 				}
 			}
@@ -167,12 +170,8 @@ func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spi
 // transfer moves one address of the predecessor (pod UID from) to owner. false when
 // the pool no longer holds it for the predecessor (released by GC, pool gone): the
 // interface's ADD then allocates afresh.
-func (s *Service) transfer(ctx context.Context, pool string, owner allocator.Owner, from, cidr string) (bool, error) {
-	pfx, err := netip.ParsePrefix(cidr)
-	if err != nil {
-		return false, nil
-	}
-	err = s.Ledger.Transfer(ctx, pool, owner, from, pfx.Addr())
+func (s *Service) transfer(ctx context.Context, pool string, owner allocator.Owner, from string, addr netip.Addr) (bool, error) {
+	err := s.Ledger.Transfer(ctx, pool, owner, from, addr)
 	switch {
 	case apierrors.IsNotFound(err), errors.Is(err, allocator.ErrNotHeld):
 		return false, nil
