@@ -111,7 +111,7 @@ func setUp(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario)
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			return err
 		}
-		d, err := binaries.StartIpamdWith(bins.Ipamd, env.Kubeconfig, s.nodeName(n), dir, binaries.IpamdOptions{Pprof: os.Getenv("NICPOOL_SCALE_PPROF") != ""})
+		d, err := binaries.StartIpamdWith(bins.Ipamd, env.Kubeconfig, s.nodeName(n), dir, binaries.IpamdOptions{Pprof: os.Getenv("NICPOOL_SCALE_PPROF") != "" || profilingAsked()})
 		w.nodes[n] = d
 		return err
 	}); err != nil {

@@ -27,4 +27,9 @@
 // --pprof-bind-address on a loopback port and prints where once they are ready:
 //
 //	go tool pprof "http://ADDRESS/debug/pprof/profile?seconds=30"
+//
+// NICPOOL_SCALE_PROFILE=DIR writes profiles into DIR by itself: CPU profiles of
+// kube-apiserver and of the first ipamd from the first ADD on, for
+// NICPOOL_SCALE_PROFILE_SECONDS (default 30), and the goroutines of any ipamd that
+// left an ADD unanswered for NICPOOL_SCALE_PROFILE_SLOW (default 20s; once per ipamd).
 package scale

@@ -38,8 +38,11 @@ func (r *Result) Lines() []string {
 			fmt.Sprintf("watch events of nicpool's objects: %.2f per allocation (%s per allocation), summed over watchers: %s; %s",
 				events/ok, bytesText(eventBytes/ok), r.API.WatchBreakdown(), bookmarkText(r.API, ok)))
 	}
-	lines = append(lines, fmt.Sprintf("CPU: kube-apiserver %s, etcd %s, the %d ipamd %.1f s, plugin execs %.1f s (%s); largest ipamd peak RSS %s; load average %s",
-		apiCPU, etcdCPU, s.Nodes, r.IpamdCPU, r.PluginCPU, perExec(r.PluginCPU, r.PluginExecs), bytesText(float64(r.IpamdPeakRSS)), r.Load))
+	lines = append(lines, fmt.Sprintf("CPU: kube-apiserver %s, etcd %s, the %d ipamd %.1f s, plugin execs %.1f s (%s), this harness %.1f s%s; largest ipamd peak RSS %s; load average %s",
+		apiCPU, etcdCPU, s.Nodes, r.IpamdCPU, r.PluginCPU, perExec(r.PluginCPU, r.PluginExecs), r.HarnessCPU, harnessPerExec(r.HarnessCPU, r.PluginExecs), bytesText(float64(r.IpamdPeakRSS)), r.Load))
+	for _, p := range r.Profiles {
+		lines = append(lines, "profile: "+p)
+	}
 	if r.Stalled {
 		lines = append(lines, fmt.Sprintf("STALLED: no pod got an address for %s; the run ended there", s.Stall))
 	}
@@ -107,6 +110,7 @@ func (r *Result) Metrics() map[string]float64 {
 		"first-failed":     float64(r.FirstAttemptFailed),
 		"largest-obj-KiB":  float64(r.Largest.Bytes) / 1024,
 		"ipamd-cpu-s":      r.IpamdCPU,
+		"harness-cpu-s":    r.HarnessCPU,
 		"p99-ms":           float64(r.percentile(99).Milliseconds()),
 		"duplicates+leaks": float64(r.Accounting.Duplicates + r.Accounting.Leaked + r.Accounting.Mismatched),
 	}
@@ -153,6 +157,14 @@ func perExec(cpu float64, execs int) string {
 		return "none run"
 	}
 	return fmt.Sprintf("%.1f ms each of %d", cpu*1000/float64(execs), execs)
+}
+
+// harnessPerExec is the harness's CPU per plugin run, when it ran the plugin.
+func harnessPerExec(cpu float64, execs int) string {
+	if execs == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%.1f ms per plugin run)", cpu*1000/float64(execs))
 }
 
 func bodyRange(low, high float64) string {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,8 +51,9 @@ type Result struct {
 	// Largest is the largest object of nicpool's API groups at the end.
 	Largest StoredObject
 	// IpamdCPU and PluginCPU are CPU seconds during the ADDs: all ipamd processes,
-	// all plugin execs.
-	IpamdCPU, PluginCPU float64
+	// all plugin execs. HarnessCPU is this process's own (the kubelets and runtimes
+	// it plays, its counter reads).
+	IpamdCPU, PluginCPU, HarnessCPU float64
 	// PluginExecs counts the plugin runs (ADDs, and DELs of failed sandboxes).
 	PluginExecs int
 	// Settled is how long nicpool's objects took to stop changing after the last
@@ -63,6 +65,8 @@ type Result struct {
 	IpamdPeakRSS int64
 	// Load is the machine's load average at the end.
 	Load string
+	// Profiles says which profiles NICPOOL_SCALE_PROFILE asked for were written.
+	Profiles []string
 	// Undeleted counts failed sandboxes whose DEL never succeeded (held for the
 	// runtime to tear down later).
 	Undeleted int
@@ -113,6 +117,13 @@ func Run(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario) (
 	default:
 		rt = newSocketRuntime(w)
 	}
+	prof, err := newProfiler(env, w, s)
+	if err != nil {
+		return nil, err
+	}
+	if prof.dir != "" {
+		rt = watchedRuntime{runtime: rt, p: prof}
+	}
 	before, err := ReadCountersRetrying(ctx, env, 3, scrapePause)
 	if err != nil {
 		return nil, err
@@ -126,11 +137,15 @@ func Run(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario) (
 	samples := make(chan []Sample, 1)
 	go func() { samples <- sample(ctx, env, s.SampleEvery, &allocated, done) }()
 
+	harnessBefore := ownCPU()
 	start := time.Now()
+	prof.start(ctx)
 	out, stalled := kubelets(s, w, rt, &allocated)
 	r.Stalled = stalled
 	r.Wall = time.Since(start)
+	r.HarnessCPU = ownCPU() - harnessBefore
 	close(done)
+	r.Profiles = prof.wait()
 
 	cpuAfter, err := w.ipamdCPU()
 	if err != nil {
@@ -343,6 +358,15 @@ func (r *Result) window(from, to int64) (Window, error) {
 		w.Rate = n / secs
 	}
 	return w, nil
+}
+
+// ownCPU is the CPU seconds this process has used (user and system).
+func ownCPU() float64 {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		return 0
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano()).Seconds()
 }
 
 // loadAverage tells how busy the shared machine was, to read the wall time against.

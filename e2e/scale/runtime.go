@@ -97,12 +97,16 @@ func (r *execRuntime) conf(timeout time.Duration) []byte {
 func (r *execRuntime) run(ctx context.Context, verb string, p Pod, container string) ([]byte, error) {
 	// The plugin bounds its own call to ipamd by request_timeout (ctx's deadline,
 	// at least the plugin's minimum of 1 s); the runtime bounds the whole call as the
-	// kubelet bounds RunPodSandbox.
+	// kubelet bounds RunPodSandbox (ADD) and StopPodSandbox (DEL).
 	timeout := PluginRequestTimeout
 	if deadline, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(deadline).Round(time.Millisecond), time.Second)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), KubeletRuntimeRequestTimeout)
+	bound := KubeletSandboxTimeout
+	if verb == "DEL" {
+		bound = KubeletRuntimeRequestTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.plugin)
 	cmd.Env = []string{

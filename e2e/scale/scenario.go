@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/nicpool/nicpool/cniplugin"
 )
 
 // Mode is how a node's runtime reaches ipamd for an ADD.
@@ -40,8 +42,8 @@ type Scenario struct {
 	// (0: never): a layout that cannot go on would otherwise retry every pod until
 	// the deadline.
 	Stall time.Duration
-	// AttemptTimeout bounds one ADD or DEL: the plugin's request_timeout (30 s by
-	// default).
+	// AttemptTimeout bounds one ADD or DEL: the plugin's request_timeout
+	// (PluginRequestTimeout by default).
 	AttemptTimeout time.Duration
 	// Impatient, when set, is the first attempt's timeout instead, doubling with
 	// each attempt up to AttemptTimeout: callers that give up at every stage of
@@ -61,11 +63,14 @@ type Scenario struct {
 // Defaults of a kubelet and of the plugin.
 const (
 	KubeletBackoff        = 10 * time.Second
-	PluginRequestTimeout  = 30 * time.Second
+	PluginRequestTimeout  = cniplugin.DefaultTimeout
 	KubeletDefaultMaxPods = 110
-	// KubeletRuntimeRequestTimeout bounds a CRI call such as RunPodSandbox, and with
-	// it every CNI exec of the sandbox (--runtime-request-timeout).
+	// KubeletRuntimeRequestTimeout is the kubelet's --runtime-request-timeout: it
+	// bounds StopPodSandbox, and with it the CNI DEL of a sandbox.
 	KubeletRuntimeRequestTimeout = 2 * time.Minute
+	// KubeletSandboxTimeout bounds RunPodSandbox, and with it the CNI ADD: twice
+	// --runtime-request-timeout (k8s.io/cri-client's RunPodSandbox).
+	KubeletSandboxTimeout = 2 * KubeletRuntimeRequestTimeout
 )
 
 // DeadlineFor is the deadline of a run of pods ADDs: 5 minutes plus 20 ms per pod,
