@@ -16,10 +16,13 @@ import (
 	"github.com/nicpool/nicpool/ipamd/api"
 )
 
-// DefaultTimeout bounds one call to ipamd when the config does not say. It is long
-// enough for ipamd's batched pool writes under load and short enough that a runtime
-// sees a stuck ipamd well within its own CNI timeout.
-const DefaultTimeout = 30 * time.Second
+// DefaultTimeout bounds one call to ipamd when the config does not say: the
+// kubelet's default --runtime-request-timeout. The kubelet gives a pod's whole sandbox
+// twice that, so an ADD that gave up sooner would only turn its wait in ipamd's line
+// into a DEL, the kubelet's backoff and a new ADD at the back of the line; a stopped
+// ipamd is seen at once all the same (its socket refuses the connection). The reasons
+// in full are in docs/configuration.md.
+const DefaultTimeout = 2 * time.Minute
 
 // MaxTimeout is the longest request_timeout accepted: runtimes give a whole ADD a few
 // minutes, and a plugin that outlives its runtime call only leaks work.

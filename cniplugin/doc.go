@@ -16,7 +16,7 @@
 //	  "default_ipv4_ippool": ["default-v4"],               // or one name
 //	  "default_ipv6_ippool": ["default-v6"],
 //	  "clean_gateway": false,        // true: no default route unless the pod's selection says otherwise
-//	  "request_timeout": "30s",      // each call to ipamd; or a number of seconds; 1s to 5m
+//	  "request_timeout": "2m",       // each call to ipamd; or a number of seconds; 1s to 5m
 //	  "log_file_path": "/var/log/nicpool/cni.log",         // default: stderr; must be beneath /var/log/nicpool
 //	  "log_level": "info"            // debug, info, warn or error (any case)
 //	}
