@@ -69,7 +69,7 @@ bench: tools build ## benchmarks (limit test, admission, memory, the scale scena
 # each bounded by its own deadline.
 BENCH ?= .
 bench-scale: tools ## the scale scenarios alone (real ipamd processes; BENCH=<regexp> picks some, NICPOOL_SCALE_* change them: see e2e/scale)
-	$(GOTEST) -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 240m ./e2e/scale
+	$(GOTEST) -v -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 240m ./e2e/scale
 
 fuzz: ## run every fuzz target for FUZZTIME (default 60s)
 	@for spec in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
