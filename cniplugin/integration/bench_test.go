@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nicpool/nicpool/cniplugin"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 )
 
 // BenchmarkPluginAddDel is one pod interface's life as the nicpool binary sees it: the
@@ -22,7 +23,7 @@ import (
 // plugin's own CPU per exec beside the wall time of the pair.
 func BenchmarkPluginAddDel(b *testing.B) {
 	ctx := context.Background()
-	newPool(b, "bench-pool", "10.77.30.0/24", "10.77.30.1", "10.77.30.10-10.77.30.250")
+	fixtures.CreatePool(b, suite.env.Client, fixtures.Pool("bench-pool", "10.77.30.0/24", []string{"10.77.30.10-10.77.30.250"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.30.1")))
 	obj := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "bench-a", Namespace: testNamespace},
 		Spec:       corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},

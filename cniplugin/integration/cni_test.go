@@ -20,20 +20,19 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
 func TestAddPutsTheAddressOnTheInterfaceWithADefaultRoute(t *testing.T) {
 	defer dumpLog(t)
-	newPool(t, "gw-pool", "10.77.1.0/24", "10.77.1.1", "10.77.1.10-10.77.1.20")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("gw-pool", "10.77.1.0/24", []string{"10.77.1.10-10.77.1.20"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.1.1")))
 	nw := newNetwork(t, "gw-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"gw-pool"}})
 	p := newPod(t, "gw-a", nil)
 
@@ -57,7 +56,7 @@ func TestAddPutsTheAddressOnTheInterfaceWithADefaultRoute(t *testing.T) {
 
 func TestCleanGatewayLeavesNoDefaultRoute(t *testing.T) {
 	defer dumpLog(t)
-	newPool(t, "clean-pool", "10.77.2.0/24", "10.77.2.1", "10.77.2.10-10.77.2.20")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("clean-pool", "10.77.2.0/24", []string{"10.77.2.10-10.77.2.20"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.2.1")))
 	nw := newNetwork(t, "clean-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"clean-pool"}, "clean_gateway": true})
 	p := newPod(t, "clean-a", nil)
 
@@ -79,7 +78,7 @@ func TestCleanGatewayLeavesNoDefaultRoute(t *testing.T) {
 
 func TestCheckFailsOnceTheReservationChangesOrIsGone(t *testing.T) {
 	defer dumpLog(t)
-	newPool(t, "check-pool", "10.77.3.0/24", "10.77.3.1", "10.77.3.10-10.77.3.20")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("check-pool", "10.77.3.0/24", []string{"10.77.3.10-10.77.3.20"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.3.1")))
 	nw := newNetwork(t, "check-net", "1.0.0", map[string]any{"default_ipv4_ippool": []string{"check-pool"}})
 	p := newPod(t, "check-a", nil)
 	addr := addressOf(t, nw.mustAdd(t, p)).Addr()
@@ -95,7 +94,7 @@ func TestCheckFailsOnceTheReservationChangesOrIsGone(t *testing.T) {
 		delete(a, addr.String())
 	})
 	var err error
-	eventually(t, "CHECK fails once the pool records another address", func() (bool, string) {
+	fixtures.Eventually(t, "CHECK fails once the pool records another address", func() (bool, string) {
 		err = nw.check(p)
 		return err != nil, "CHECK still passes"
 	})
@@ -106,7 +105,7 @@ func TestCheckFailsOnceTheReservationChangesOrIsGone(t *testing.T) {
 	// Then the record is gone altogether.
 	editPool(t, "check-pool", func(a v2beta1.PoolIPAllocations) { delete(a, other.String()) })
 	removeFromEndpoint(t, p)
-	eventually(t, "CHECK reports the reservation missing once the pool records none", func() (bool, string) {
+	fixtures.Eventually(t, "CHECK reports the reservation missing once the pool records none", func() (bool, string) {
 		err = nw.check(p)
 		return cniCode(err) == 110, fmt.Sprintf("CHECK answers %v", err)
 	})
@@ -114,7 +113,7 @@ func TestCheckFailsOnceTheReservationChangesOrIsGone(t *testing.T) {
 
 func TestDelReleasesAndIsIdempotent(t *testing.T) {
 	defer dumpLog(t)
-	newPool(t, "del-pool", "10.77.4.0/24", "10.77.4.1", "10.77.4.10-10.77.4.20")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("del-pool", "10.77.4.0/24", []string{"10.77.4.10-10.77.4.20"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.4.1")))
 	nw := newNetwork(t, "del-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"del-pool"}})
 	p := newPod(t, "del-a", nil)
 	addr := addressOf(t, nw.mustAdd(t, p)).Addr().String()
@@ -146,7 +145,7 @@ func TestDelReleasesAndIsIdempotent(t *testing.T) {
 
 func TestGCReleasesExactlyTheAttachmentsThatAreNotValid(t *testing.T) {
 	defer dumpLog(t)
-	newPool(t, "gc-pool", "10.77.5.0/24", "10.77.5.1", "10.77.5.10-10.77.5.20")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("gc-pool", "10.77.5.0/24", []string{"10.77.5.10-10.77.5.20"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.5.1")))
 	nw := newNetwork(t, "gc-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"gc-pool"}})
 	pods := map[string]*pod{}
 	addrs := map[string]string{}
@@ -179,7 +178,7 @@ func TestGCReleasesExactlyTheAttachmentsThatAreNotValid(t *testing.T) {
 	if err != nil {
 		t.Fatalf("GC: %v", err)
 	}
-	eventually(t, "GC released gc-b only", held("gc-a", "gc-c"))
+	fixtures.Eventually(t, "GC released gc-b only", held("gc-a", "gc-c"))
 	if err := nw.check(pods["gc-a"]); err != nil {
 		t.Errorf("CHECK of the valid gc-a after GC: %v", err)
 	}
@@ -192,7 +191,7 @@ func TestGCReleasesExactlyTheAttachmentsThatAreNotValid(t *testing.T) {
 	if err != nil {
 		t.Fatalf("GC through the runtime's cache: %v", err)
 	}
-	eventually(t, "GC released everything but gc-a", held("gc-a"))
+	fixtures.Eventually(t, "GC released everything but gc-a", held("gc-a"))
 	if pods["gc-c"].hasInterface(t) || !pods["gc-a"].hasInterface(t) {
 		t.Errorf("after GC gc-c must have lost %s and gc-a kept it", podInterface)
 	}
@@ -200,9 +199,9 @@ func TestGCReleasesExactlyTheAttachmentsThatAreNotValid(t *testing.T) {
 
 func TestStatusFailsWhenThePoolIsExhausted(t *testing.T) {
 	defer dumpLog(t)
-	newPool(t, "tiny-pool", "10.77.6.0/24", "10.77.6.1", "10.77.6.10-10.77.6.11")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("tiny-pool", "10.77.6.0/24", []string{"10.77.6.10-10.77.6.11"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.6.1")))
 	nw := newNetwork(t, "tiny-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"tiny-pool"}})
-	eventually(t, "STATUS passes while tiny-pool has free addresses", func() (bool, string) {
+	fixtures.Eventually(t, "STATUS passes while tiny-pool has free addresses", func() (bool, string) {
 		err := nw.status()
 		return err == nil, fmt.Sprint(err)
 	})
@@ -211,7 +210,7 @@ func TestStatusFailsWhenThePoolIsExhausted(t *testing.T) {
 	nw.mustAdd(t, b)
 
 	var err error
-	eventually(t, "STATUS fails once tiny-pool is full", func() (bool, string) {
+	fixtures.Eventually(t, "STATUS fails once tiny-pool is full", func() (bool, string) {
 		err = nw.status()
 		return err != nil, "STATUS still passes"
 	})
@@ -238,7 +237,7 @@ func TestStatusFailsWhenThePoolIsExhausted(t *testing.T) {
 	if err := nw.del(a); err != nil {
 		t.Fatalf("DEL: %v", err)
 	}
-	eventually(t, "STATUS passes again once an address is free", func() (bool, string) {
+	fixtures.Eventually(t, "STATUS passes again once an address is free", func() (bool, string) {
 		err := nw.status()
 		return err == nil, fmt.Sprint(err)
 	})
@@ -246,7 +245,7 @@ func TestStatusFailsWhenThePoolIsExhausted(t *testing.T) {
 
 func TestWhileIPAMDIsDown(t *testing.T) {
 	defer dumpLog(t)
-	newPool(t, "down-pool", "10.77.7.0/24", "10.77.7.1", "10.77.7.10-10.77.7.20")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("down-pool", "10.77.7.0/24", []string{"10.77.7.10-10.77.7.20"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.7.1")))
 	nw := newNetwork(t, "down-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"down-pool"}})
 	p := newPod(t, "down-a", nil)
 	addr := addressOf(t, nw.mustAdd(t, p)).Addr().String()
@@ -301,7 +300,7 @@ func TestWhileIPAMDIsStarting(t *testing.T) {
 	defer dumpLog(t)
 	socket, stop := startUnsynced(t)
 	defer stop()
-	newPool(t, "start-pool", "10.77.12.0/24", "10.77.12.1", "10.77.12.10-10.77.12.20")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("start-pool", "10.77.12.0/24", []string{"10.77.12.10-10.77.12.20"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.12.1")))
 	nw := newNetwork(t, "start-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"start-pool"}, "ipam_unix_socket_path": socket})
 	p := newPod(t, "start-a", nil)
 
@@ -322,7 +321,7 @@ func TestWhileIPAMDIsStarting(t *testing.T) {
 
 func TestEachCNIVersion(t *testing.T) {
 	defer dumpLog(t)
-	newPool(t, "ver-pool", "10.77.8.0/24", "10.77.8.1", "10.77.8.10-10.77.8.30")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("ver-pool", "10.77.8.0/24", []string{"10.77.8.10-10.77.8.30"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.8.1")))
 	for i, v := range []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
 		t.Run(v, func(t *testing.T) {
 			nw := newNetwork(t, fmt.Sprintf("ver-net-%d", i), v, map[string]any{"default_ipv4_ippool": []string{"ver-pool"}})
@@ -365,7 +364,7 @@ func TestEachCNIVersion(t *testing.T) {
 
 func TestTwoPodsOnOneParentTalkTCP(t *testing.T) {
 	defer dumpLog(t)
-	newPool(t, "tcp-pool", "10.77.9.0/24", "10.77.9.1", "10.77.9.10-10.77.9.20")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("tcp-pool", "10.77.9.0/24", []string{"10.77.9.10-10.77.9.20"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.9.1")))
 	nw := newNetwork(t, "tcp-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"tcp-pool"}})
 	server, clientPod := newPod(t, "tcp-server", nil), newPod(t, "tcp-client", nil)
 	serverAddr := addressOf(t, nw.mustAdd(t, server)).Addr()
@@ -462,15 +461,10 @@ func removeFromEndpoint(t *testing.T, p *pod) {
 
 func TestAddInstallsPoolAndPodRoutesOfThisInterface(t *testing.T) {
 	defer dumpLog(t)
-	createPool(t, &v2beta1.SpiderIPPool{
-		ObjectMeta: metav1.ObjectMeta{Name: "route-pool"},
-		Spec: v2beta1.IPPoolSpec{
-			IPVersion: ptr.To(v2beta1.IPv4),
-			Subnet:    "10.77.10.0/24",
-			IPs:       []string{"10.77.10.10-10.77.10.20"},
-			Routes:    []v2beta1.Route{{Dst: "172.30.0.0/16", Gw: "10.77.10.254"}},
-		},
-	}, "10.77.10.1")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("route-pool", "10.77.10.0/24", []string{"10.77.10.10-10.77.10.20"},
+		fixtures.VersionOfSubnet, fixtures.Gateway("10.77.10.1"), func(p *v2beta1.SpiderIPPool) {
+			p.Spec.Routes = []v2beta1.Route{{Dst: "172.30.0.0/16", Gw: "10.77.10.254"}}
+		}))
 	nw := newNetwork(t, "route-net", "1.0.0", map[string]any{"default_ipv4_ippool": []string{"route-pool"}})
 	// The second route's gateway is in no subnet of net1: it belongs to another
 	// interface of the pod and must not appear on this one.
@@ -492,8 +486,8 @@ func TestAddInstallsPoolAndPodRoutesOfThisInterface(t *testing.T) {
 
 func TestDualStack(t *testing.T) {
 	defer dumpLog(t)
-	newPool(t, "ds-v4", "10.77.11.0/24", "10.77.11.1", "10.77.11.10-10.77.11.20")
-	newPool(t, "ds-v6", "fd77:11::/64", "fd77:11::1", "fd77:11::10-fd77:11::20")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("ds-v4", "10.77.11.0/24", []string{"10.77.11.10-10.77.11.20"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.11.1")))
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("ds-v6", "fd77:11::/64", []string{"fd77:11::10-fd77:11::20"}, fixtures.VersionOfSubnet, fixtures.Gateway("fd77:11::1")))
 	nw := newNetwork(t, "ds-net", "1.1.0", map[string]any{"default_ipv4_ippool": "ds-v4", "default_ipv6_ippool": []string{"ds-v6"}})
 	p := newPod(t, "ds-a", nil)
 	r := nw.mustAdd(t, p)
@@ -521,8 +515,8 @@ func TestDualStack(t *testing.T) {
 // ipam.spidernet.io/ippools annotation.
 func TestTwoInterfacesOfOnePod(t *testing.T) {
 	defer dumpLog(t)
-	newPool(t, "nic-a", "10.77.13.0/24", "10.77.13.1", "10.77.13.10-10.77.13.20")
-	newPool(t, "nic-b", "10.77.14.0/24", "10.77.14.1", "10.77.14.10-10.77.14.20")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("nic-a", "10.77.13.0/24", []string{"10.77.13.10-10.77.13.20"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.13.1")))
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("nic-b", "10.77.14.0/24", []string{"10.77.14.10-10.77.14.20"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.14.1")))
 	netA := newNetwork(t, "nic-net-a", "1.1.0", nil)
 	netB := newNetwork(t, "nic-net-b", "1.1.0", nil)
 	p := newPod(t, "nic-pod", map[string]string{
@@ -608,7 +602,7 @@ func TestTwoInterfacesOfOnePod(t *testing.T) {
 // its own failure, or a timeout) gets the same address and consumes no other (I2).
 func TestRepeatedAddReturnsTheSameAddress(t *testing.T) {
 	defer dumpLog(t)
-	newPool(t, "again-pool", "10.77.15.0/24", "10.77.15.1", "10.77.15.10-10.77.15.20")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("again-pool", "10.77.15.0/24", []string{"10.77.15.10-10.77.15.20"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.15.1")))
 	nw := newNetwork(t, "again-net", "1.0.0", map[string]any{"default_ipv4_ippool": []string{"again-pool"}})
 	p := newPod(t, "again-a", nil)
 	conf, err := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": "again-net", "type": "macvlan", "ipam": nw.ipam})

@@ -19,7 +19,6 @@ import (
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
@@ -313,36 +312,6 @@ func (p *pod) hasInterface(t *testing.T) bool {
 	return found
 }
 
-// newPool creates a pool with the given addresses and gateway; its IP version follows
-// the subnet.
-func newPool(t testing.TB, name, subnet, gateway string, ips ...string) *v2beta1.SpiderIPPool {
-	t.Helper()
-	version := v2beta1.IPv4
-	if netip.MustParsePrefix(subnet).Addr().Is6() {
-		version = v2beta1.IPv6
-	}
-	return createPool(t, &v2beta1.SpiderIPPool{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v2beta1.IPPoolSpec{
-			IPVersion: ptr.To(version),
-			Subnet:    subnet,
-			IPs:       ips,
-		},
-	}, gateway)
-}
-
-func createPool(t testing.TB, pool *v2beta1.SpiderIPPool, gateway string) *v2beta1.SpiderIPPool {
-	t.Helper()
-	name := pool.Name
-	if gateway != "" {
-		pool.Spec.Gateway = ptr.To(gateway)
-	}
-	if err := suite.env.Client.Create(context.Background(), pool); err != nil {
-		t.Fatalf("create pool %s: %v", name, err)
-	}
-	return pool
-}
-
 // allocations is what the pool's addresses are allocated to, as the API server has it
 // (the pool's IPBlocks, read through the ledger's listing).
 func allocations(t *testing.T, pool string) v2beta1.PoolIPAllocations {
@@ -352,26 +321,6 @@ func allocations(t *testing.T, pool string) v2beta1.PoolIPAllocations {
 		t.Fatalf("read the records of pool %s: %v", pool, err)
 	}
 	return recs
-}
-
-// eventually polls cond until it holds or the timeout passes: ipamd's caches and
-// writes are asynchronous to the API server's view.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	timeout := time.After(30 * time.Second)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		select {
-		case <-timeout:
-			t.Fatalf("%s: still not true after 30s: %s", what, state)
-		case <-tick.C:
-		}
-	}
 }
 
 // cniCode is the CNI error code in err, 0 when err carries none.

@@ -13,6 +13,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/nicpool/nicpool/cniplugin"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/testenv"
 )
 
@@ -23,7 +24,7 @@ import (
 // created, written or connected to.
 func TestNetworkPathsCannotReachTheHost(t *testing.T) {
 	defer dumpLog(t)
-	newPool(t, "path-pool", "10.77.20.0/24", "10.77.20.1", "10.77.20.10-10.77.20.20")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("path-pool", "10.77.20.0/24", []string{"10.77.20.10-10.77.20.20"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.20.1")))
 	outside := filepath.Join(suite.work, "outside")
 	if err := os.MkdirAll(outside, 0o755); err != nil {
 		t.Fatal(err)
@@ -90,7 +91,7 @@ func TestNetworkPathsCannotReachTheHost(t *testing.T) {
 // nicpool name is released through the spiderpool name, and the other way round.
 func TestSpiderpoolName(t *testing.T) {
 	defer dumpLog(t)
-	newPool(t, "spider-pool", "10.77.21.0/24", "10.77.21.1", "10.77.21.10-10.77.21.20")
+	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("spider-pool", "10.77.21.0/24", []string{"10.77.21.10-10.77.21.20"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.21.1")))
 	nicpoolNet := newNetwork(t, "spider-net", "0.3.1", map[string]any{"default_ipv4_ippool": []string{"spider-pool"}})
 	// What spiderpool's SpiderMultusConfig or its documentation writes, with spiderpool's
 	// own socket and log paths spelled out (they read as nicpool's defaults).

@@ -4,21 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 )
 
-func pool(subnet string, ips []string, exclude []string, gw string) *v2beta1.SpiderIPPool {
-	p := &v2beta1.SpiderIPPool{}
-	p.Name = "p"
-	p.Spec.Subnet, p.Spec.IPs, p.Spec.ExcludeIPs = subnet, ips, exclude
-	if gw != "" {
-		p.Spec.Gateway = &gw
-	}
-	return p
-}
-
 func TestNewRangeInvalidSpec(t *testing.T) {
-	_, err := NewRange(pool("10.6.0.1/24", nil, nil, ""), nil)
+	_, err := NewRange(fixtures.Pool("p", "10.6.0.1/24", nil), nil)
 	if err == nil {
 		t.Fatal("want an error naming spec.subnet")
 	}

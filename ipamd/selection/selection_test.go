@@ -8,24 +8,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/api"
 )
 
-func mkPool(name, subnet string, mod ...func(*v2beta1.SpiderIPPool)) v2beta1.SpiderIPPool {
-	p := v2beta1.SpiderIPPool{}
-	p.Name, p.Spec.Subnet = name, subnet
-	for _, m := range mod {
-		m(&p)
-	}
-	return p
-}
-
-func isDefault(p *v2beta1.SpiderIPPool) { t := true; p.Spec.Default = &t }
-
 func TestChoose(t *testing.T) {
 	pools := []v2beta1.SpiderIPPool{
-		mkPool("v4-b", "10.2.0.0/16", isDefault), mkPool("v4-a", "10.1.0.0/16", isDefault),
-		mkPool("v6-a", "fd00:1::/64", isDefault), mkPool("blue-1", "10.3.0.0/16"), mkPool("blue-2", "10.4.0.0/16"),
+		*fixtures.Pool("v4-b", "10.2.0.0/16", nil, fixtures.Default), *fixtures.Pool("v4-a", "10.1.0.0/16", nil, fixtures.Default),
+		*fixtures.Pool("v6-a", "fd00:1::/64", nil, fixtures.Default), *fixtures.Pool("blue-1", "10.3.0.0/16", nil), *fixtures.Pool("blue-2", "10.4.0.0/16", nil),
 	}
 	pod := func(ann map[string]string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Annotations: ann}}

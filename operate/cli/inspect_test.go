@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/operate/cli"
 	"github.com/nicpool/nicpool/operate/inspect"
 )
@@ -44,7 +45,7 @@ func endpointAddr(t *testing.T, pod *corev1.Pod, iface string, family int) strin
 func TestWhoNamesTheHolderOfAnAddress(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t, "who")
-	createPool(t, "who-v4", "10.31.0.0/16", []string{"10.31.0.10-10.31.0.20"}, withGateway("10.31.0.1"))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("who-v4", "10.31.0.0/16", []string{"10.31.0.10-10.31.0.20"}, withGateway("10.31.0.1")))
 	pod := runPod(t, ns, "web-0", nic{name: "eth0", v4: "who-v4"})
 	addr := endpointAddr(t, pod, "eth0", 4)
 
@@ -102,10 +103,10 @@ func holdingOf(ns string, pod *corev1.Pod) OmegaMatcher {
 func TestPodShowsEveryInterface(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t, "pod")
-	createPool(t, "pod-eth0", "10.32.0.0/16", []string{"10.32.0.10-10.32.0.20"}, withGateway("10.32.0.1"))
-	createPool(t, "pod-net1-v4", "10.33.0.0/16", []string{"10.33.0.10-10.33.0.20"},
-		withGateway("10.33.0.1", v2beta1.Route{Dst: "10.99.0.0/16", Gw: "10.33.0.254"}))
-	createPool(t, "pod-net1-v6", "fd00:33::/64", []string{"fd00:33::10-fd00:33::20"}, withGateway("fd00:33::1"))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("pod-eth0", "10.32.0.0/16", []string{"10.32.0.10-10.32.0.20"}, withGateway("10.32.0.1")))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("pod-net1-v4", "10.33.0.0/16", []string{"10.33.0.10-10.33.0.20"},
+		withGateway("10.33.0.1", v2beta1.Route{Dst: "10.99.0.0/16", Gw: "10.33.0.254"})))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("pod-net1-v6", "fd00:33::/64", []string{"fd00:33::10-fd00:33::20"}, withGateway("fd00:33::1")))
 	pod := runPod(t, ns, "db-0",
 		nic{name: "eth0", v4: "pod-eth0"},
 		nic{name: "net1", network: ns + "/macvlan", v4: "pod-net1-v4", v6: "pod-net1-v6"})
@@ -140,21 +141,21 @@ func TestPoolsFullestFirst(t *testing.T) {
 	ns := newNamespace(t, "pools")
 	ctx := context.Background()
 	// 11 addresses, 10 allocatable after the reservation; 2 used below.
-	createPool(t, "pools-small", "10.34.0.0/16", []string{"10.34.0.10-10.34.0.20"},
-		func(p *v2beta1.SpiderIPPool) { p.Spec.NamespaceName = []string{ns} })
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("pools-small", "10.34.0.0/16", []string{"10.34.0.10-10.34.0.20"},
+		func(p *v2beta1.SpiderIPPool) { p.Spec.NamespaceName = []string{ns} }))
 	g.Expect(env.Client.Create(ctx, &v2beta1.SpiderReservedIP{
 		ObjectMeta: metav1.ObjectMeta{Name: "pools-reserved"},
 		Spec:       v2beta1.ReservedIPSpec{IPs: []string{"10.34.0.20"}},
 	})).To(Succeed())
 	// 100 addresses, 1 used.
-	createPool(t, "pools-big", "10.35.0.0/16", []string{"10.35.0.1-10.35.0.100"},
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("pools-big", "10.35.0.0/16", []string{"10.35.0.1-10.35.0.100"},
 		func(p *v2beta1.SpiderIPPool) {
 			p.Spec.Default = ptr.To(true)
 			p.Spec.PodAffinity = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
-		})
+		}))
 	// Terminating: a finalizer holds it.
-	going := createPool(t, "pools-going", "10.36.0.0/16", []string{"10.36.0.1-10.36.0.4"},
-		func(p *v2beta1.SpiderIPPool) { p.Finalizers = []string{"test.nicpool.io/hold"} })
+	going := fixtures.CreatePool(t, env.Client, fixtures.Pool("pools-going", "10.36.0.0/16", []string{"10.36.0.1-10.36.0.4"},
+		func(p *v2beta1.SpiderIPPool) { p.Finalizers = []string{"test.nicpool.io/hold"} }))
 	g.Expect(env.Client.Delete(ctx, going)).To(Succeed())
 	t.Cleanup(func() {
 		going.Finalizers = nil

@@ -83,18 +83,6 @@ func newNamespace(t *testing.T, name string) string {
 	return name
 }
 
-func createPool(t *testing.T, name, subnet string, ips []string, mutate ...func(*v2beta1.SpiderIPPool)) *v2beta1.SpiderIPPool {
-	t.Helper()
-	p := &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v2beta1.IPPoolSpec{Subnet: subnet, IPs: ips}}
-	for _, m := range mutate {
-		m(p)
-	}
-	if err := env.Client.Create(context.Background(), p); err != nil {
-		t.Fatalf("create pool %s: %v", name, err)
-	}
-	return p
-}
-
 // nic is one interface of a test pod and its pools.
 type nic struct {
 	name, network string

@@ -13,6 +13,7 @@ import (
 
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/invariants"
 	"github.com/nicpool/nicpool/operate/cli"
 	"github.com/nicpool/nicpool/operate/inspect"
@@ -23,7 +24,7 @@ func TestReleaseRefusesALiveHolder(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "release")
-	createPool(t, "release-v4", "10.37.0.0/16", []string{"10.37.0.10-10.37.0.40"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("release-v4", "10.37.0.0/16", []string{"10.37.0.10-10.37.0.40"}))
 	live := runPod(t, ns, "live", nic{name: "eth0", v4: "release-v4"})
 	liveAddr := endpointAddr(t, live, "eth0", 4)
 
@@ -90,7 +91,7 @@ func TestCheckCatchesAHandCorruptedPool(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "check")
-	createPool(t, "check-v4", "10.38.0.0/16", []string{"10.38.0.10-10.38.0.14"})
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("check-v4", "10.38.0.0/16", []string{"10.38.0.10-10.38.0.14"}))
 	pod := runPod(t, ns, "real", nic{name: "eth0", v4: "check-v4"})
 	addr := netip.MustParseAddr(endpointAddr(t, pod, "eth0", 4))
 
