@@ -4,18 +4,17 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
@@ -109,12 +108,9 @@ func TestIPBlockWriters(t *testing.T) {
 	}
 
 	// The policy is enforced once the API server has loaded it.
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		return refusedByPolicy(bob.Create(ctx, block("10.77.0.0", "node-a", nil), client.DryRunAll), configs.BlocksPolicy), nil
+	fixtures.Eventually(t, "the IPBlock policy enforced", func(ctx context.Context) bool {
+		return refusedByPolicy(bob.Create(ctx, block("10.77.0.0", "node-a", nil), client.DryRunAll), configs.BlocksPolicy)
 	})
-	if err != nil {
-		t.Fatalf("the IPBlock policy is not enforced: %v", err)
-	}
 
 	onlyNicpool := "IPBlocks are written only by nicpool's service accounts"
 	refused("bob claims a block", bob.Create(ctx, block("10.77.0.0", "node-a", nil)), onlyNicpool)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	nicwebhook "github.com/nicpool/nicpool/webhook"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 	"github.com/nicpool/nicpool/webhook/controller/gc"
@@ -168,15 +169,15 @@ func TestWebhookWorksUnderCertManagerRBAC(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the webhook did not win leader election with its Role")
 	}
-	eventually(t, "a pool admitted through the webhook", func(ctx context.Context) (bool, error) {
-		pool := &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: poolName}, Spec: v2beta1.IPPoolSpec{Subnet: "10.78.0.0/24", IPs: []string{"10.78.0.10-10.78.0.20"}}}
+	fixtures.Eventually(t, "a pool admitted through the webhook", func(ctx context.Context) (bool, error) {
+		pool := fixtures.Pool(poolName, "10.78.0.0/24", []string{"10.78.0.10-10.78.0.20"})
 		err := e.Client.Create(ctx, pool)
 		if err != nil {
 			t.Logf("create pool (retrying): %v", err)
 		}
 		return err == nil, nil
 	})
-	eventually(t, "the webhook's pool finalizer", func(ctx context.Context) (bool, error) {
+	fixtures.Eventually(t, "the webhook's pool finalizer", func(ctx context.Context) (bool, error) {
 		p := &v2beta1.SpiderIPPool{}
 		err := e.Client.Get(ctx, client.ObjectKey{Name: poolName}, p)
 		return err == nil && slices.Contains(p.Finalizers, v2beta1.PoolFinalizer), err
@@ -200,7 +201,7 @@ func TestWebhookWorksUnderCertManagerRBAC(t *testing.T) {
 	if err := e.Client.Delete(ctx, &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: poolName}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the pool finalizer releases the deleted pool", func(ctx context.Context) (bool, error) {
+	fixtures.Eventually(t, "the pool finalizer releases the deleted pool", func(ctx context.Context) (bool, error) {
 		err := e.Client.Get(ctx, client.ObjectKey{Name: poolName}, &v2beta1.SpiderIPPool{})
 		return apierrors.IsNotFound(err), nil
 	})

@@ -25,7 +25,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,6 +36,7 @@ import (
 	"github.com/nicpool/nicpool/certs"
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/daemon"
@@ -128,16 +128,6 @@ func rbacOnly(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 		}
 	}
 	return out
-}
-
-// eventually polls cond until it holds; the test fails with what after two minutes.
-func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	start := time.Now()
-	defer func() { t.Logf("%s after %v", what, time.Since(start).Round(time.Millisecond)) }()
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
 }
 
 // ipamd and the webhook, started with exactly the permissions the rendered RBAC of
@@ -251,7 +241,7 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the webhook did not win leader election with its Role")
 	}
-	eventually(t, "the CA in the Secret and in both webhook configurations", func(ctx context.Context) (bool, error) {
+	fixtures.Eventually(t, "the CA in the Secret and in both webhook configurations", func(ctx context.Context) (bool, error) {
 		secret := &corev1.Secret{}
 		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "nicpool-webhook-cert"}, secret); err != nil {
 			return false, client.IgnoreNotFound(err)
@@ -302,7 +292,7 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 	replicaCtx, stopReplica := context.WithCancel(ctx)
 	replicaDone := make(chan error, 1)
 	go func() { replicaDone <- replicaMgr.Start(replicaCtx) }()
-	eventually(t, "the second replica serves the leader's certificate", func(context.Context) (bool, error) {
+	fixtures.Eventually(t, "the second replica serves the leader's certificate", func(context.Context) (bool, error) {
 		return replica.Current() != nil && replica.Current().Equal(keeper.Current()), nil
 	})
 	stopReplica()
@@ -313,15 +303,15 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 	// The admin creates a pool (defaulted and validated by the webhook: retried
 	// until the webhook server has loaded its certificate), a namespace and a pod on
 	// ipamd's node that selects the pool in the single-NIC form.
-	eventually(t, "a pool admitted through the webhook", func(ctx context.Context) (bool, error) {
-		pool := &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: poolName}, Spec: v2beta1.IPPoolSpec{Subnet: "10.77.0.0/24", IPs: []string{"10.77.0.10-10.77.0.20"}}}
+	fixtures.Eventually(t, "a pool admitted through the webhook", func(ctx context.Context) (bool, error) {
+		pool := fixtures.Pool(poolName, "10.77.0.0/24", []string{"10.77.0.10-10.77.0.20"})
 		err := e.Client.Create(ctx, pool)
 		if err != nil {
 			t.Logf("create pool (retrying): %v", err)
 		}
 		return err == nil, nil
 	})
-	eventually(t, "the webhook's pool finalizer", func(ctx context.Context) (bool, error) {
+	fixtures.Eventually(t, "the webhook's pool finalizer", func(ctx context.Context) (bool, error) {
 		p := &v2beta1.SpiderIPPool{}
 		err := e.Client.Get(ctx, client.ObjectKey{Name: poolName}, p)
 		return err == nil && slices.Contains(p.Finalizers, v2beta1.PoolFinalizer), err
@@ -352,7 +342,7 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 		Network:    api.NetworkConfig{Name: "macvlan"},
 	}
 	var resp *api.AllocateResponse
-	eventually(t, "allocation through ipamd", func(ctx context.Context) (bool, error) {
+	fixtures.Eventually(t, "allocation through ipamd", func(ctx context.Context) (bool, error) {
 		r, err := ipamd.Allocate(ctx, req)
 		if err != nil {
 			t.Logf("allocate (retrying): %v", err)
@@ -384,7 +374,7 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 	// Pods keep being admitted while the serving certificate rotates: none is denied.
 	first := keeper.Current()
 	admitted := 0
-	eventually(t, "a rotated serving certificate", func(ctx context.Context) (bool, error) {
+	fixtures.Eventually(t, "a rotated serving certificate", func(ctx context.Context) (bool, error) {
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "rotation-", Annotations: map[string]string{
 				annotations.IPPool: `{"ipv4":["` + poolName + `"]}`,
@@ -407,7 +397,7 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 	if err := e.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the garbage collector releases the address and deletes the endpoint", func(ctx context.Context) (bool, error) {
+	fixtures.Eventually(t, "the garbage collector releases the address and deletes the endpoint", func(ctx context.Context) (bool, error) {
 		recs, err := ledger.PoolRecords(ctx, e.Client, poolName)
 		if err != nil {
 			return false, err
@@ -421,7 +411,7 @@ func TestComponentsWorkUnderTheirServiceAccounts(t *testing.T) {
 	if err := e.Client.Delete(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the pool finalizer releases the deleted pool", func(ctx context.Context) (bool, error) {
+	fixtures.Eventually(t, "the pool finalizer releases the deleted pool", func(ctx context.Context) (bool, error) {
 		err := e.Client.Get(ctx, client.ObjectKey{Name: poolName}, &v2beta1.SpiderIPPool{})
 		return apierrors.IsNotFound(err), nil
 	})

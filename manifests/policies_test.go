@@ -4,14 +4,12 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -19,6 +17,7 @@ import (
 
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
@@ -73,13 +72,10 @@ func applyAccess(t *testing.T, e *testenv.Env, overlay string) {
 		},
 	}
 	for name, probe := range probes {
-		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		fixtures.Eventually(t, "the rendered admission policy "+name+" enforced", func(ctx context.Context) bool {
 			err := probe(ctx)
-			return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+name+"'"), nil
+			return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+name+"'")
 		})
-		if err != nil {
-			t.Fatalf("the rendered admission policy %s is not enforced: %v", name, err)
-		}
 	}
 }
 
@@ -200,7 +196,7 @@ func TestOnlyNicpoolWritesEndpointsAndAllocations(t *testing.T) {
 	works("alice deletes an endpoint of her namespace", alice.Delete(ctx, taken))
 
 	// Allocation records: pool status.
-	pool := &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "writers-v4"}, Spec: v2beta1.IPPoolSpec{Subnet: "10.9.0.0/24", IPs: []string{"10.9.0.5-10.9.0.9"}}}
+	pool := fixtures.Pool("writers-v4", "10.9.0.0/24", []string{"10.9.0.5-10.9.0.9"})
 	works("the admin creates a pool", e.Client.Create(ctx, pool))
 	t.Cleanup(func() { _ = e.Client.Delete(context.Background(), pool) })
 	pool.Status.AllocatedIPs = v2beta1.PoolIPAllocations{"10.9.0.5": {Pod: ns + "/db-0", PodUID: "pod-a", Interface: "eth0"}}

@@ -15,13 +15,12 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/nicpool/nicpool/certs"
 	"github.com/nicpool/nicpool/crds/annotations"
-	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
@@ -89,7 +88,7 @@ func TestSelfManagedCertificates(t *testing.T) {
 	}()
 
 	secret := &corev1.Secret{}
-	poll(t, "the CA to be injected into both webhook configurations", func() bool {
+	fixtures.Eventually(t, "the CA to be injected into both webhook configurations", func() bool {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: configs.DefaultNamespace, Name: o.secretName}, secret); err != nil || len(secret.Data["ca.crt"]) == 0 {
 			return false
 		}
@@ -118,8 +117,8 @@ func TestSelfManagedCertificates(t *testing.T) {
 	}
 
 	// The webhook serves: a pool is defaulted and a pod resolved through TLS.
-	poll(t, "a pool to be admitted through the webhook", func() bool {
-		p := &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "tls-v4"}, Spec: v2beta1.IPPoolSpec{Subnet: "10.130.0.0/24", IPs: []string{"10.130.0.10"}}}
+	fixtures.Eventually(t, "a pool to be admitted through the webhook", func() bool {
+		p := fixtures.Pool("tls-v4", "10.130.0.0/24", []string{"10.130.0.10"})
 		return c.Create(ctx, p) == nil
 	})
 	pod := func(name string) *corev1.Pod {
@@ -128,7 +127,7 @@ func TestSelfManagedCertificates(t *testing.T) {
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/app:1"}}},
 		}
 	}
-	poll(t, "the pool in the webhook's view", func() bool { return c.Create(ctx, pod("probe"), client.DryRunAll) == nil })
+	fixtures.Eventually(t, "the pool in the webhook's view", func() bool { return c.Create(ctx, pod("probe"), client.DryRunAll) == nil })
 
 	// Rotation: keep admitting pods until the served certificate has changed twice;
 	// not one request may fail.
@@ -172,11 +171,4 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
