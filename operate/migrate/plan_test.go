@@ -14,6 +14,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 )
 
 func pod(name, uid string, phase corev1.PodPhase, networks string) corev1.Pod {
@@ -44,7 +45,7 @@ func endpoint(name, uid string, ds ...v2beta1.IPAllocationDetail) v2beta1.Spider
 }
 
 func poolOf(name, subnet, ips string, recs map[string]Record) Pool {
-	return Pool{Object: &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v2beta1.IPPoolSpec{Subnet: subnet, IPs: []string{ips}}}, Records: recs}
+	return Pool{Object: fixtures.Pool(name, subnet, []string{ips}), Records: recs}
 }
 
 func v4Pool(recs map[string]Record) Pool {

@@ -8,14 +8,12 @@ import (
 	"sync/atomic"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/nicpool/nicpool/crds/annotations"
-	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/fixtures"
 )
 
@@ -30,7 +28,7 @@ func BenchmarkPodCreate(b *testing.B) {
 	if err := env.Namespace(ctx, "bench", nil); err != nil {
 		b.Fatal(err)
 	}
-	if err := env.Client.Create(ctx, &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "bench-v4"}, Spec: v2beta1.IPPoolSpec{Subnet: "10.140.0.0/16", IPs: []string{"10.140.0.10-10.140.255.200"}}}); err != nil {
+	if err := env.Client.Create(ctx, fixtures.Pool("bench-v4", "10.140.0.0/16", []string{"10.140.0.10-10.140.255.200"})); err != nil {
 		b.Fatal(err)
 	}
 	probe := pod("bench", "probe", map[string]string{annotations.IPPool: `{"ipv4":["bench-v4"]}`})

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nicpool/nicpool/crds/annotations"
-	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/webhooktest"
 	nicwebhook "github.com/nicpool/nicpool/webhook"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
@@ -76,7 +76,7 @@ func TestWhichPodsReachThePodWebhooks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := env.Client.Create(ctx, &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "m-v4"}, Spec: v2beta1.IPPoolSpec{Subnet: "10.120.0.0/24", IPs: []string{"10.120.0.10-10.120.0.20"}}}); err != nil {
+	if err := env.Client.Create(ctx, fixtures.Pool("m-v4", "10.120.0.0/24", []string{"10.120.0.10-10.120.0.20"})); err != nil {
 		t.Fatal(err)
 	}
 	selects := map[string]string{annotations.IPPool: `{"ipv4":["m-v4"]}`}

@@ -108,7 +108,7 @@ func TestInterfaceNameRuleIsTheAnnotationsRule(t *testing.T) {
 // update of it is refused by the API server, nicpool's own is not.
 func TestPoolStatusPolicy(t *testing.T) {
 	ctx := context.Background()
-	pool := &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "status-v4"}, Spec: v2beta1.IPPoolSpec{Subnet: "10.121.0.0/24", IPs: []string{"10.121.0.10-10.121.0.20"}}}
+	pool := fixtures.Pool("status-v4", "10.121.0.0/24", []string{"10.121.0.10-10.121.0.20"})
 	if err := env.Client.Create(ctx, pool); err != nil {
 		t.Fatal(err)
 	}

@@ -92,10 +92,9 @@ func TestLeaderReportsPoolCapacity(t *testing.T) {
 	if err := env.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	uncounted := &v2beta1.SpiderIPPool{
-		ObjectMeta: metav1.ObjectMeta{Name: "capacity-uncounted"},
-		Spec:       v2beta1.IPPoolSpec{Subnet: "10.31.0.0/24", IPs: []string{"10.31.0.1-10.31.0.20"}},
-	}
+	uncounted := fixtures.Pool(
+		"capacity-uncounted",
+		"10.31.0.0/24", []string{"10.31.0.1-10.31.0.20"})
 	if err := env.Client.Create(ctx, uncounted); err != nil {
 		t.Fatal(err)
 	}
