@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/docs"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/manifests"
 	"github.com/nicpool/nicpool/manifests/externalcrds"
@@ -305,25 +305,10 @@ func TestChartRefusesAnUnknownCertificateMode(t *testing.T) {
 // uninstall): the objects come and go with the release, each
 // upgrade installs what its values select, and the pools (CRDs kept) stay.
 func TestInstallUpgradeUninstall(t *testing.T) {
-	certManager, err := externalcrds.CertManager()
-	if err != nil {
-		t.Fatal(err)
-	}
-	monitoring, err := externalcrds.PrometheusOperator(filepath.Join(testenv.BinDir(), "controller-gen"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := testenv.StartT(t, testenv.Options{ExtraCRDs: append(certManager, monitoring...)})
 	ctx := context.Background()
 
 	// A pool created before nicpool's webhook exists (it is not running here).
-	pool := &v2beta1.SpiderIPPool{}
-	pool.Name = "kept"
-	pool.Spec.Subnet = "10.99.0.0/24"
-	pool.Spec.IPs = []string{"10.99.0.10-10.99.0.20"}
-	if err := env.Client.Create(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
+	pool := fixtures.CreatePool(t, env.Client, fixtures.Pool("kept", "10.99.0.0/24", []string{"10.99.0.10-10.99.0.20"}))
 
 	cmds, err := docs.Commands(root, docs.Helm)
 	if err != nil {
@@ -449,6 +434,22 @@ func configuration(t *testing.T, kubeconfig, ns string) *action.Configuration {
 	return cfg
 }
 
+// env is the package's one control plane: nicpool's CRDs with cert-manager's and the
+// Prometheus operator's beside them, which the chart's objects need. The install test
+// and the runbook's uninstall test share it; each keeps to its own releases and pools.
+var env *testenv.Env
+
 func TestMain(m *testing.M) {
-	os.Exit(m.Run())
+	testenv.Main(m, func(s *testenv.Setup) error {
+		certManager, err := externalcrds.CertManager()
+		if err != nil {
+			return err
+		}
+		monitoring, err := externalcrds.PrometheusOperator(filepath.Join(testenv.BinDir(), "controller-gen"))
+		if err != nil {
+			return err
+		}
+		env, err = s.Start(testenv.Options{ExtraCRDs: append(certManager, monitoring...)})
+		return err
+	})
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/docs"
-	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 )
 
 // spiderpoolCleanupHook stands for the Job of spiderpool's chart that runs
@@ -101,17 +101,10 @@ func uninstallArgs(t *testing.T, line string) (release, namespace string, noHook
 // A plain `helm uninstall` of the same release runs it, which is what the runbook's
 // command avoids.
 func TestRunbookUninstallsSpiderpoolKeepingPools(t *testing.T) {
-	env := testenv.StartT(t, testenv.Options{})
 	ctx := context.Background()
 	ch, crds := spiderpoolChart(t)
 
-	pool := &v2beta1.SpiderIPPool{}
-	pool.Name = "under-spiderpool"
-	pool.Spec.Subnet = "10.98.0.0/24"
-	pool.Spec.IPs = []string{"10.98.0.10-10.98.0.20"}
-	if err := env.Client.Create(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
+	pool := fixtures.CreatePool(t, env.Client, fixtures.Pool("under-spiderpool", "10.98.0.0/24", []string{"10.98.0.10-10.98.0.20"}))
 
 	// install installs the stand-in as spiderpool's chart is installed: defaults.
 	install := func(release, namespace string) *action.Configuration {
