@@ -44,6 +44,7 @@ type options struct {
 	certLookahead          time.Duration
 	certCheckInterval      time.Duration
 	metricsAddr, probeAddr string
+	pprofAddr              string
 	leaderElect            bool
 	leaderElectionID       string
 	admission              nicwebhook.Options
@@ -72,6 +73,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.certCheckInterval, "cert-check-interval", 12*time.Hour, "self-managed mode: how often expiry is checked")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address serving Go's runtime profiles (CPU, heap, goroutines) on /debug/pprof/; 0 disables, the default. They show the webhook's internals: bind it to localhost")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one replica to run the cluster controllers and certificate rotation (set with more than one replica)")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "nicpool-webhook", "name of the leader election Lease in --namespace")
 	fs.BoolVar(&o.admission.ClusterNetworkNicpool, "cluster-network-nicpool", false, "nicpool is the IPAM of the cluster network (eth0): warn at admission of a pod whose ipam.spidernet.io/ippools leaves eth0 out (its ADD fails)")
@@ -105,6 +107,7 @@ func run(ctx context.Context, cfg *rest.Config, o options, started func(manager.
 		Scheme:                  nicwebhook.NewScheme(),
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
 		LeaderElectionNamespace: o.namespace,
