@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,6 +65,10 @@ func New(cfg *rest.Config, opts Options) (*Daemon, error) {
 		Scheme: opts.Scheme,
 		// ipamd never reads managedFields, and a write that omits them keeps them.
 		DefaultTransform: cache.TransformStripManagedFields(),
+		// A watch the API server drops under load is resumed, not relisted.
+		NewInformer: func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+			return toolscache.NewSharedIndexInformer(ResumingListerWatcher(lw), obj, resync, indexers)
+		},
 		ByObject: map[client.Object]cache.ByObject{
 			// Only this node's pods, endpoints and blocks and this node: the rest of the
 			// cluster is not ours, and its changes are no events of ours. A StatefulSet
