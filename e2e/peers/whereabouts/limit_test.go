@@ -13,6 +13,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 
+	"github.com/nicpool/nicpool/e2e/testenv"
+
 	"github.com/k8snetworkplumbingwg/whereabouts/pkg/logging"
 )
 
@@ -20,23 +22,16 @@ import (
 var cp *ControlPlane
 
 func TestMain(m *testing.M) {
-	// whereabouts logs at debug level to stderr and client-go's leader election logs
-	// every attempt; a plugin's stderr goes to the container runtime, not here.
-	if os.Getenv("WHEREABOUTS_PEER_LOG") == "" {
-		logging.SetLogStderr(false)
-		klog.SetLogger(logr.Discard())
-	}
-	var err error
-	cp, err = Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := cp.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop control plane:", err)
-	}
-	os.Exit(code)
+	testenv.Main(m, func(s *testenv.Setup) (err error) {
+		// whereabouts logs at debug level to stderr and client-go's leader election
+		// logs every attempt; a plugin's stderr goes to the container runtime, not here.
+		if os.Getenv("WHEREABOUTS_PEER_LOG") == "" {
+			logging.SetLogStderr(false)
+			klog.SetLogger(logr.Discard())
+		}
+		cp, err = Start(s)
+		return err
+	})
 }
 
 // TestTwentyFromTwoNodes checks the harness: twenty pods on two nodes all get an
