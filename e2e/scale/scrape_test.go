@@ -96,3 +96,38 @@ func TestBookmarksEstimatedFromResourcesNobodyWrote(t *testing.T) {
 		t.Errorf("every resource written: bookmarks estimated at %v, want no estimate", bm)
 	}
 }
+
+// Only the families asked for are parsed, a histogram's bucket, sum and count lines
+// with them; a family whose name another one's starts with is not taken for it.
+func TestParseMetricsKeepsTheFamiliesAskedFor(t *testing.T) {
+	raw := []byte(`# HELP apiserver_request_body_size_bytes Request body size.
+# TYPE apiserver_request_body_size_bytes histogram
+apiserver_request_body_size_bytes_bucket{group="g",resource="r",verb="create",le="1000"} 2
+apiserver_request_body_size_bytes_bucket{group="g",resource="r",verb="create",le="+Inf"} 3
+apiserver_request_body_size_bytes_sum{group="g",resource="r",verb="create"} 2500
+apiserver_request_body_size_bytes_count{group="g",resource="r",verb="create"} 3
+# HELP apiserver_request_total Requests.
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",group="g",resource="r",subresource="",verb="POST"} 3
+# HELP apiserver_request_total_other Not asked for.
+# TYPE apiserver_request_total_other counter
+apiserver_request_total_other 9
+# HELP process_cpu_seconds_total CPU.
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 12.5
+`)
+	families, err := parseMetrics(raw, "apiserver_request_body_size_bytes", "process_cpu_seconds_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(families) != 2 || families["apiserver_request_total"] != nil || families["apiserver_request_total_other"] != nil {
+		t.Errorf("parsed families %v, want the two asked for", families)
+	}
+	h := families["apiserver_request_body_size_bytes"].GetMetric()[0].GetHistogram()
+	if h.GetSampleCount() != 3 || h.GetSampleSum() != 2500 || len(h.GetBucket()) != 2 {
+		t.Errorf("histogram %v, want count 3, sum 2500 and its two buckets", h)
+	}
+	if cpu := cpuOf(families); cpu != 12.5 {
+		t.Errorf("CPU %v, want 12.5", cpu)
+	}
+}
