@@ -88,6 +88,9 @@ func (b Block) String() string { return fmt.Sprintf("%s:%d", b.File, b.Line) }
 // shellLangs are the fence languages whose blocks hold commands.
 var shellLangs = map[string]bool{"sh": true, "shell": true, "bash": true, "console": true}
 
+// ShellLang says whether a fence's language is a shell's, whose blocks Blocks reads.
+func ShellLang(lang string) bool { return shellLangs[lang] }
+
 var runMarker = regexp.MustCompile(`^<!--\s*run:\s*([a-z-]+)(?:\s+([a-z0-9-]+))?\s*-->$`)
 
 // Blocks reads the shell blocks of a Markdown file. In a console block a command starts

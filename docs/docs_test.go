@@ -667,6 +667,8 @@ var optional = regexp.MustCompile(`\[[^\]]*\]`)
 // tests run; an inline command of a container runtime or registry tool is one a test
 // runs (ranElsewhere), or its paragraph says no test runs it; an inline make command
 // names targets of the Makefile, and an inline go test packages of the repository.
+// The "$ command" lines of a transcript (a text block of commands and what they print)
+// are kubectl or helm commands run as inline ones are.
 func TestInlineCommandsAreRun(t *testing.T) {
 	var run [][]string
 	for _, p := range userPages(t) {
@@ -694,6 +696,15 @@ func TestInlineCommandsAreRun(t *testing.T) {
 		for _, m := range regexp.MustCompile(`kubectl\(t, "([a-z-]+)"`).FindAllStringSubmatch(string(b), -1) {
 			pluginTested[m[1]] = true
 		}
+	}
+	// ranByTest says whether a kubectl or helm command is run by a test: it is a block's
+	// command, or a `kubectl nicpool` subcommand that operate/cli's tests run on a real
+	// API server.
+	ranByTest := func(f []string) bool {
+		if len(f) > 2 && f[0] == "kubectl" && f[1] == "nicpool" && pluginTested[f[2]] {
+			return true
+		}
+		return slices.ContainsFunc(run, func(b []string) bool { return covers(b, f) })
 	}
 	user := map[string]bool{}
 	for _, p := range userPages(t) {
@@ -747,20 +758,55 @@ func TestInlineCommandsAreRun(t *testing.T) {
 					if notRun.MatchString(para) || notRunBecause[strings.Join(f, " ")] != "" {
 						continue
 					}
-					if len(f) > 2 && f[1] == "nicpool" && pluginTested[f[2]] {
-						// operate/cli's tests run the plugin's subcommand on a real API server.
-						continue
-					}
-					if !slices.ContainsFunc(run, func(b []string) bool { return covers(b, f) }) {
+					if !ranByTest(f) {
 						t.Errorf("%s: `%s` is run by no test: show it in a block with a <!-- run: NAME --> marker (inline, write it as that block does), or say beside it that nicpool's tests do not run it, and why", rel(p), m[1])
 					}
 				}
 			}
 		}
 	}
-	if n == 0 {
-		t.Fatal("no inline command found")
+	// A transcript, a block of another language showing "$ command" and what it
+	// prints, holds commands a user types too.
+	transcribed := 0
+	for _, p := range userPages(t) {
+		for _, c := range transcripts(t, p) {
+			transcribed++
+			f := strings.Fields(c.Line)
+			if len(f) < 2 || f[0] != "kubectl" && f[0] != "helm" || !ranByTest(f) {
+				t.Errorf("%s: `%s` is run by no test: a transcript shows kubectl or helm commands that a block with a <!-- run: NAME --> marker runs, or `kubectl nicpool` subcommands that operate/cli's tests run", c.Where, c.Line)
+			}
+		}
 	}
+	if n == 0 || transcribed == 0 {
+		t.Fatalf("%d inline commands and %d transcript commands found: the pages lost them, or this test no longer finds them", n, transcribed)
+	}
+}
+
+// transcripts are the commands that blocks of languages other than a shell's show as
+// "$ command" lines, each with its page and line.
+func transcripts(t *testing.T, p string) []docs.Command {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		out   []docs.Command
+		fence bool
+		shell bool
+	)
+	for i, line := range strings.Split(string(b), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if lang, ok := strings.CutPrefix(trimmed, "```"); ok {
+			fence = !fence
+			shell = fence && docs.ShellLang(lang)
+			continue
+		}
+		if cmd, ok := strings.CutPrefix(line, "$ "); ok && fence && !shell {
+			out = append(out, docs.Command{Line: cmd, Where: fmt.Sprintf("%s:%d", rel(p), i+1)})
+		}
+	}
+	return out
 }
 
 var inlineCode = regexp.MustCompile("`([^`]+)`")
