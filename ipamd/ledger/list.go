@@ -48,11 +48,23 @@ func List(ctx context.Context, r client.Reader) ([]Record, []error, error) {
 	if err := r.List(ctx, &pools, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, fmt.Errorf("list SpiderIPPools: %w", err)
 	}
-	var out []Record
+	// Sized once: a garbage collection pass lists every record of the cluster.
+	n := 0
+	for i := range blocks.Items {
+		n += len(blocks.Items[i].Status.Allocations)
+	}
+	for i := range pools.Items {
+		n += len(pools.Items[i].Status.AllocatedIPs)
+	}
+	out := make([]Record, 0, n)
 	var bad []error
-	where := map[string]string{} // "pool/address" → the object that records it
+	type poolAddr struct {
+		pool string
+		addr netip.Addr
+	}
+	where := make(map[poolAddr]string, n) // → the object that records it
 	add := func(r Record, in string) {
-		k := r.Pool + "/" + r.Addr.String()
+		k := poolAddr{r.Pool, r.Addr}
 		if prev, dup := where[k]; dup {
 			bad = append(bad, malformed(r.Block, r.Pool, r.Addr, "I3: %s of pool %s is recorded in %s and in %s", r.Addr, r.Pool, prev, in))
 			return
@@ -68,6 +80,7 @@ func List(ctx context.Context, r client.Reader) ([]Record, []error, error) {
 		if b.Status.Allocated != int64(len(b.Status.Allocations)) {
 			bad = append(bad, malformed(b.Name, b.Spec.Pool, netip.Addr{}, "IPBlock %s: status.allocated is %d but %d addresses are recorded", b.Name, b.Status.Allocated, len(b.Status.Allocations)))
 		}
+		in := "IPBlock " + b.Name
 		for key, rec := range b.Status.Allocations {
 			a, err := netip.ParseAddr(key)
 			if err != nil {
@@ -77,17 +90,18 @@ func List(ctx context.Context, r client.Reader) ([]Record, []error, error) {
 			if cidr.IsValid() && !cidr.Contains(a) {
 				bad = append(bad, malformed(b.Name, b.Spec.Pool, a, "IPBlock %s: %s is outside the block's %s", b.Name, a, cidr))
 			}
-			add(Record{Pool: b.Spec.Pool, Addr: a, Holder: rec, Block: b.Name, Node: b.Spec.Node}, "IPBlock "+b.Name)
+			add(Record{Pool: b.Spec.Pool, Addr: a, Holder: rec, Block: b.Name, Node: b.Spec.Node}, in)
 		}
 	}
 	for _, p := range pools.Items {
+		in := "the status of pool " + p.Name
 		for key, rec := range p.Status.AllocatedIPs {
 			a, err := netip.ParseAddr(key)
 			if err != nil {
 				bad = append(bad, malformed("", p.Name, netip.Addr{}, "pool %s: record key %q is not an address", p.Name, key))
 				continue
 			}
-			add(Record{Pool: p.Name, Addr: a, Holder: rec}, "the status of pool "+p.Name)
+			add(Record{Pool: p.Name, Addr: a, Holder: rec}, in)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

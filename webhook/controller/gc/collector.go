@@ -14,9 +14,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -80,8 +84,11 @@ type Collector struct {
 	// finished, when set, holds the pods that are neither Pending nor Running (a cache
 	// of FinishedPods); without it they are listed from live.
 	finished client.Reader
-	opts     Options
-	clock    absenceClock
+	// informers, when set, is the cache client reads from: the snapshot's pods and
+	// endpoints are then taken from its informers' stores in place.
+	informers cache.Informers
+	opts      Options
+	clock     absenceClock
 }
 
 // NewCollector returns a collector that reads its snapshot through c, confirms through
@@ -143,23 +150,29 @@ func (c *Collector) Pass(ctx context.Context) (res Result, err error) {
 
 func (c *Collector) snapshot(ctx context.Context) (Snapshot, error) {
 	var (
-		pods  = podMetadataList()
 		sets  appsv1.StatefulSetList
-		eps   v2beta1.SpiderEndpointList
 		nodes corev1.NodeList
 	)
 	// Nothing of the snapshot is modified, so the cache's objects are read in place: a
 	// pass over thousands of pods copies none.
-	for _, l := range []client.ObjectList{pods, &sets, &eps, &nodes} {
+	for _, l := range []client.ObjectList{&sets, &nodes} {
 		if err := c.client.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
 			return Snapshot{}, fmt.Errorf("list %T for garbage collection: %w", l, err)
 		}
+	}
+	pods, err := cached[*metav1.PartialObjectMetadata](ctx, c, PodMetadata(), podMetadataList())
+	if err != nil {
+		return Snapshot{}, err
+	}
+	eps, err := cached[*v2beta1.SpiderEndpoint](ctx, c, &v2beta1.SpiderEndpoint{}, &v2beta1.SpiderEndpointList{})
+	if err != nil {
+		return Snapshot{}, err
 	}
 	finished, err := c.finishedPods(ctx)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	onNotReady, err := c.podsOnNotReadyNodes(ctx, pods.Items, nodes.Items)
+	onNotReady, err := c.podsOnNotReadyNodes(ctx, pods, nodes.Items)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -167,18 +180,51 @@ func (c *Collector) snapshot(ctx context.Context) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("list allocation records for garbage collection: %w", err)
 	}
-	out := make([]Pod, len(pods.Items))
-	for i := range pods.Items {
-		m := &pods.Items[i]
+	out := make([]Pod, len(pods))
+	for i, m := range pods {
 		out[i] = cachedPod(m, finished[m.UID], onNotReady[m.UID])
 	}
-	return Snapshot{Now: time.Now(), Pods: out, StatefulSets: sets.Items, Records: records, Endpoints: eps.Items, Nodes: nodes.Items}, nil
+	return Snapshot{Now: time.Now(), Pods: out, StatefulSets: sets.Items, Records: records, Endpoints: eps, Nodes: nodes.Items}, nil
+}
+
+// cached lists the objects of obj's kind for a pass, to be read and not modified:
+// from the store of the cache's informer when the collector has one (no copy of
+// each object, where a List copies every one into its list), else through
+// c.client into list.
+func cached[T client.Object](ctx context.Context, c *Collector, obj client.Object, list client.ObjectList) ([]T, error) {
+	if c.informers != nil {
+		inf, err := c.informers.GetInformer(ctx, obj)
+		if err != nil {
+			return nil, fmt.Errorf("informer of %T for garbage collection: %w", obj, err)
+		}
+		if s, ok := inf.(toolscache.SharedIndexInformer); ok {
+			items := s.GetStore().List()
+			out := make([]T, 0, len(items))
+			for _, o := range items {
+				if t, ok := o.(T); ok {
+					out = append(out, t)
+				}
+			}
+			return out, nil
+		}
+	}
+	if err := c.client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list %T for garbage collection: %w", list, err)
+	}
+	var out []T
+	err := meta.EachListItem(list, func(o runtime.Object) error {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // cachedPod is the collector's view of a pod from its cached metadata, the pod in full
 // if it finished (else nil), and its node if that node is not Ready (else "").
 func cachedPod(m *metav1.PartialObjectMetadata, finished *corev1.Pod, notReadyNode string) Pod {
-	p := Pod{ObjectMeta: m.ObjectMeta}
+	p := Pod{ObjectMeta: &m.ObjectMeta}
 	if finished != nil && finished.UID == m.UID {
 		p.Phase, p.NodeName = finished.Status.Phase, finished.Spec.NodeName
 	}
@@ -212,10 +258,10 @@ func (c *Collector) finishedPods(ctx context.Context) (map[types.UID]*corev1.Pod
 // UID, read from the API server: the decision keeps a terminating pod's addresses
 // while its node is not Ready. It reads nothing while no pod is terminating or every
 // node is Ready.
-func (c *Collector) podsOnNotReadyNodes(ctx context.Context, pods []metav1.PartialObjectMetadata, nodes []corev1.Node) (map[types.UID]string, error) {
+func (c *Collector) podsOnNotReadyNodes(ctx context.Context, pods []*metav1.PartialObjectMetadata, nodes []corev1.Node) (map[types.UID]string, error) {
 	terminating := false
-	for i := range pods {
-		if pods[i].DeletionTimestamp != nil {
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
 			terminating = true
 			break
 		}

@@ -42,6 +42,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("set up nicpool garbage collector: cache indexes: %w", err)
 	}
 	collector := NewCollector(mgr.GetClient(), mgr.GetAPIReader(), opts)
+	collector.informers = mgr.GetCache()
 	// Finished pods in full, in a cache of their own: the manager's cache holds every
 	// pod as metadata (PodMetadata), and one cache holds one kind one way.
 	finished, err := cache.New(mgr.GetConfig(), cache.Options{

@@ -79,7 +79,7 @@ type Snapshot struct {
 	Nodes []corev1.Node
 	// Records is every allocation record (ledger.List).
 	Records   []ledger.Record
-	Endpoints []v2beta1.SpiderEndpoint
+	Endpoints []*v2beta1.SpiderEndpoint
 }
 
 // Release is one pool address to give back.
@@ -199,8 +199,7 @@ func newIndex(s Snapshot, p Policy) *index {
 		set := &s.StatefulSets[i]
 		ix.sets[podName{set.Namespace, set.Name}] = set
 	}
-	for i := range s.Endpoints {
-		ep := &s.Endpoints[i]
+	for _, ep := range s.Endpoints {
 		ix.endpoints[podName{ep.Namespace, ep.Name}] = ep
 	}
 	for _, r := range s.Records {
@@ -377,11 +376,8 @@ func sortedRecords(recs []ledger.Record) []ledger.Record {
 	return out
 }
 
-func sortedEndpoints(eps []v2beta1.SpiderEndpoint) []*v2beta1.SpiderEndpoint {
-	out := make([]*v2beta1.SpiderEndpoint, len(eps))
-	for i := range eps {
-		out[i] = &eps[i]
-	}
+func sortedEndpoints(eps []*v2beta1.SpiderEndpoint) []*v2beta1.SpiderEndpoint {
+	out := slices.Clone(eps)
 	slices.SortFunc(out, func(a, b *v2beta1.SpiderEndpoint) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})

@@ -77,8 +77,8 @@ func records(pools ...[]ledger.Record) []ledger.Record {
 	return out
 }
 
-func endpoint(name, uid, ownerKind, ownerName string) v2beta1.SpiderEndpoint {
-	return v2beta1.SpiderEndpoint{
+func endpoint(name, uid, ownerKind, ownerName string) *v2beta1.SpiderEndpoint {
+	return &v2beta1.SpiderEndpoint{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("ep-" + name), ResourceVersion: "7"},
 		Status: v2beta1.WorkloadEndpointStatus{
 			Current:             v2beta1.PodIPAllocation{UID: uid},
@@ -110,7 +110,7 @@ func TestDecide(t *testing.T) {
 		snap: Snapshot{
 			Pods:      []Pod{pod("a", "u1")},
 			Records:   records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}, rec{"10.0.0.2", "a", "u1", "net1"})),
-			Endpoints: []v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
+			Endpoints: []*v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
 		},
 	}, {
 		name: "pending pod is live",
@@ -122,7 +122,7 @@ func TestDecide(t *testing.T) {
 		name: "pod UID gone: addresses and endpoint released",
 		snap: Snapshot{
 			Records:   records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}), pool("q", rec{"fd00::1", "a", "u1", "eth0"})),
-			Endpoints: []v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
+			Endpoints: []*v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
 		},
 		want: []string{"10.0.0.1 pod-deleted", "fd00::1 pod-deleted", "endpoint a pod-deleted"},
 	}, {
@@ -130,7 +130,7 @@ func TestDecide(t *testing.T) {
 		snap: Snapshot{
 			Pods:      []Pod{pod("a", "u2")},
 			Records:   records(pool("p", rec{"10.0.0.1", "a", "u1", "eth0"}, rec{"10.0.0.2", "a", "u2", "eth0"})),
-			Endpoints: []v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
+			Endpoints: []*v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
 		},
 		want: []string{"10.0.0.1 pod-deleted", "endpoint a pod-deleted"},
 	}, {
@@ -139,7 +139,7 @@ func TestDecide(t *testing.T) {
 			Pods: []Pod{pod("job-a", "u1", phase(corev1.PodSucceeded)), pod("job-b", "u2", phase(corev1.PodFailed))},
 			Records: records(pool("p",
 				rec{"10.0.0.1", "job-a", "u1", "eth0"}, rec{"10.0.0.2", "job-b", "u2", "eth0"})),
-			Endpoints: []v2beta1.SpiderEndpoint{endpoint("job-a", "u1", "Job", "job")},
+			Endpoints: []*v2beta1.SpiderEndpoint{endpoint("job-a", "u1", "Job", "job")},
 		},
 		want: []string{"10.0.0.1 pod-finished", "10.0.0.2 pod-finished", "endpoint job-a pod-finished"},
 	}, {
@@ -160,7 +160,7 @@ func TestDecide(t *testing.T) {
 		snap: Snapshot{
 			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 2)},
 			Records:      records(pool("p", rec{"10.0.0.1", "web-1", "u1", "eth0"}, rec{"10.0.0.2", "web-1", "u1", "net1"})),
-			Endpoints:    []v2beta1.SpiderEndpoint{endpoint("web-1", "u1", "StatefulSet", "web")},
+			Endpoints:    []*v2beta1.SpiderEndpoint{endpoint("web-1", "u1", "StatefulSet", "web")},
 		},
 	}, {
 		name: "StatefulSet pod recognised by name alone (no endpoint) is kept",
@@ -174,7 +174,7 @@ func TestDecide(t *testing.T) {
 			Pods:         []Pod{pod("web-0", "u2", ownedBy("web"), phase(corev1.PodPending))},
 			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
 			Records:      records(pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})),
-			Endpoints:    []v2beta1.SpiderEndpoint{endpoint("web-0", "u1", "StatefulSet", "web")},
+			Endpoints:    []*v2beta1.SpiderEndpoint{endpoint("web-0", "u1", "StatefulSet", "web")},
 		},
 	}, {
 		name: "finished StatefulSet pod whose ordinal returns is kept for its replacement",
@@ -190,7 +190,7 @@ func TestDecide(t *testing.T) {
 			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
 			Records: records(pool("p",
 				rec{"10.0.0.1", "web-0", "u0", "eth0"}, rec{"10.0.0.2", "web-1", "u1", "eth0"}, rec{"10.0.0.3", "web-2", "u2", "eth0"})),
-			Endpoints: []v2beta1.SpiderEndpoint{endpoint("web-1", "u1", "StatefulSet", "web")},
+			Endpoints: []*v2beta1.SpiderEndpoint{endpoint("web-1", "u1", "StatefulSet", "web")},
 		},
 		want: []string{"10.0.0.2 statefulset-scaled-down", "10.0.0.3 statefulset-scaled-down", "endpoint web-1 statefulset-scaled-down"},
 	}, {
@@ -210,7 +210,7 @@ func TestDecide(t *testing.T) {
 		name: "StatefulSet gone: recorded members released",
 		snap: Snapshot{
 			Records:   records(pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})),
-			Endpoints: []v2beta1.SpiderEndpoint{endpoint("web-0", "u1", "StatefulSet", "web")},
+			Endpoints: []*v2beta1.SpiderEndpoint{endpoint("web-0", "u1", "StatefulSet", "web")},
 		},
 		want: []string{"10.0.0.1 statefulset-gone", "endpoint web-0 statefulset-gone"},
 	}, {
@@ -241,7 +241,7 @@ func TestDecide(t *testing.T) {
 				pool("b", rec{"10.1.0.1", "web-0", "u2", "eth0"}),
 				pool("c", rec{"fd00::1", "web-0", "u1", "eth0"}),
 			),
-			Endpoints: []v2beta1.SpiderEndpoint{endpoint("web-0", "u2", "StatefulSet", "web")},
+			Endpoints: []*v2beta1.SpiderEndpoint{endpoint("web-0", "u2", "StatefulSet", "web")},
 		},
 		// net1 and the IPv6 eth0 address may still be taken over; only eth0/IPv4 is orphaned.
 		want: []string{"10.0.0.1 superseded"},
@@ -254,7 +254,7 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "endpoint without any pod is deleted",
 		snap: Snapshot{
-			Endpoints: []v2beta1.SpiderEndpoint{endpoint("orphan", "u9", "ReplicaSet", "rs")},
+			Endpoints: []*v2beta1.SpiderEndpoint{endpoint("orphan", "u9", "ReplicaSet", "rs")},
 		},
 		want: []string{"endpoint orphan pod-deleted"},
 	}}
@@ -271,7 +271,7 @@ func TestDecide(t *testing.T) {
 			cached := tc.snap
 			cached.Pods = nil
 			for _, sp := range tc.snap.Pods {
-				p := corev1.Pod{ObjectMeta: sp.ObjectMeta, Spec: corev1.PodSpec{NodeName: sp.NodeName}, Status: corev1.PodStatus{Phase: sp.Phase}}
+				p := corev1.Pod{ObjectMeta: *sp.ObjectMeta, Spec: corev1.PodSpec{NodeName: sp.NodeName}, Status: corev1.PodStatus{Phase: sp.Phase}}
 				p.Spec.Containers = []corev1.Container{{Name: "app", Image: "app:1"}}
 				p.Labels = map[string]string{"app": "x"}
 				p.Annotations = map[string]string{"ipam.spidernet.io/ippools": "[]"}
@@ -410,7 +410,7 @@ func TestReleaseCarriesHolderAndEndpointPreconditions(t *testing.T) {
 	plan := Decide(Snapshot{
 		Now:       now,
 		Records:   records(pool("p", rec{"10.0.0.1", "a", "u1", "net2"})),
-		Endpoints: []v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
+		Endpoints: []*v2beta1.SpiderEndpoint{endpoint("a", "u1", "None", "")},
 	}, Policy{})
 	wantRel := Release{Pool: "p", Address: "10.0.0.1", Reason: ReasonPodDeleted,
 		Holder: v2beta1.PoolIPAllocation{Pod: "ns/a", PodUID: "u1", Interface: "net2"}}

@@ -12,7 +12,9 @@ import (
 // caches every pod of the cluster as metadata alone (a few hundred bytes each, where
 // a corev1.Pod is over a kilobyte even when empty), and finished pods in full.
 type Pod struct {
-	metav1.ObjectMeta
+	// ObjectMeta is the pod's metadata, shared and not copied: a pass holds one Pod
+	// per pod of the cluster, and nothing of a pass modifies it.
+	*metav1.ObjectMeta
 	// Phase is Succeeded or Failed for a finished pod; otherwise it may be empty.
 	Phase corev1.PodPhase
 	// NodeName is set at least when the pod's node is not Ready.
@@ -21,7 +23,7 @@ type Pod struct {
 
 // PodOf is the collector's view of a whole pod.
 func PodOf(p *corev1.Pod) Pod {
-	return Pod{ObjectMeta: p.ObjectMeta, Phase: p.Status.Phase, NodeName: p.Spec.NodeName}
+	return Pod{ObjectMeta: &p.ObjectMeta, Phase: p.Status.Phase, NodeName: p.Spec.NodeName}
 }
 
 // PodMetadata is the object the webhook's cache holds every pod as: its metadata only.
