@@ -16,6 +16,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/local"
 )
 
@@ -27,10 +28,9 @@ func newPod(ns, name string, ann map[string]string) *corev1.Pod {
 var _ = Describe("an exhausted pool", func() {
 	It("keeps only the pod whose interface it cannot serve Pending, retried without consuming addresses (spiderpool bug 2), until an address is freed", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "exhaust")
-		tiny := &v2beta1.SpiderIPPool{
-			ObjectMeta: metav1.ObjectMeta{Name: ns + "-tiny"},
-			Spec:       v2beta1.IPPoolSpec{Subnet: "10.30.0.0/24", IPs: []string{"10.30.0.10"}},
-		}
+		tiny := fixtures.Pool(
+			ns+"-tiny",
+			"10.30.0.0/24", []string{"10.30.0.10"})
 		Expect(stack.Client.Create(ctx, tiny)).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) {
 			// The webhook refuses to delete a pool that still holds addresses: the

@@ -14,16 +14,14 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 )
 
 // newPool creates an IPv4 pool for one spec and deletes it once the spec's pods are
 // gone (the webhook refuses to delete a pool that still holds addresses).
 func newPool(ctx SpecContext, name, subnet, ipRange string) *v2beta1.SpiderIPPool {
 	GinkgoHelper()
-	pool := &v2beta1.SpiderIPPool{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       v2beta1.IPPoolSpec{Subnet: subnet, IPs: []string{ipRange}},
-	}
+	pool := fixtures.Pool(name, subnet, []string{ipRange})
 	Expect(stack.Client.Create(ctx, pool)).To(Succeed())
 	DeferCleanup(func(ctx SpecContext) {
 		Eventually(func() error { return client.IgnoreNotFound(stack.Client.Delete(ctx, pool)) }).WithContext(ctx).Should(Succeed())

@@ -16,8 +16,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/nicpool/nicpool/crds/annotations"
-	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/docs"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/local"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
@@ -101,10 +101,9 @@ func shopSituation(ctx SpecContext) {
 	GinkgoHelper()
 	const ns = "shop"
 	Expect(stack.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	pool := &v2beta1.SpiderIPPool{
-		ObjectMeta: metav1.ObjectMeta{Name: "shop-v4"},
-		Spec:       v2beta1.IPPoolSpec{Subnet: "10.40.0.0/24", IPs: []string{"10.40.0.10-10.40.0.11"}},
-	}
+	pool := fixtures.Pool(
+		"shop-v4",
+		"10.40.0.0/24", []string{"10.40.0.10-10.40.0.11"})
 	Expect(stack.Client.Create(ctx, pool)).To(Succeed())
 	DeferCleanup(func(ctx context.Context) {
 		// The webhook refuses to delete a pool that still holds addresses: the pods go

@@ -9,7 +9,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,6 +17,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 	"github.com/nicpool/nicpool/webhook/controller/gc"
 )
@@ -27,10 +27,7 @@ import (
 // holds addresses).
 func newSpecPool(ctx context.Context, ns, subnet string, ips ...string) *v2beta1.SpiderIPPool {
 	GinkgoHelper()
-	pool := &v2beta1.SpiderIPPool{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-pool"},
-		Spec:       v2beta1.IPPoolSpec{Subnet: subnet, IPs: ips},
-	}
+	pool := fixtures.Pool(ns+"-pool", subnet, ips)
 	Expect(stack.Client.Create(ctx, pool)).To(Succeed())
 	DeferCleanup(func(ctx SpecContext) {
 		Expect(stack.Client.DeleteAllOf(ctx, &appsv1.StatefulSet{}, client.InNamespace(ns))).To(Succeed())
