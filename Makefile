@@ -61,8 +61,8 @@ test: tools tools-runc build ## everything CI runs: vet, unit and integration te
 	cd e2e/helm && $(GO) vet ./... && $(GOTEST) -count=1 -timeout 20m ./...
 
 bench: tools build ## benchmarks (limit test, admission, memory, the scale scenarios); prints figures, asserts nothing timed
-	$(GOTEST) -run '^$$' -bench . -benchmem -benchtime 1x -timeout 60m $$($(GO) list ./... | grep -v '/e2e/scale$$')
-	cd e2e/peers/whereabouts && KUBEBUILDER_ASSETS=$(BIN) $(GOTEST) -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
+	$(GOTEST) -v -run '^$$' -bench . -benchmem -benchtime 1x -timeout 60m $$($(GO) list ./... | grep -v '/e2e/scale$$')
+	cd e2e/peers/whereabouts && KUBEBUILDER_ASSETS=$(BIN) $(GOTEST) -v -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
 	$(MAKE) bench-scale
 
 # The scale scenarios run one after the other, each on a control plane of its own,
