@@ -31,8 +31,8 @@ type Run string
 
 const (
 	// Make blocks are make targets; the docs test checks that each exists in the
-	// Makefile, and `make run`, `make up` and `make down` are what the local cluster
-	// runs.
+	// Makefile. `make up` and `make down` are run by cmd/nicpool-local's
+	// TestUpAndDown, which checks what README shows they print.
 	Make Run = "make"
 	// LocalCluster blocks run, in order, against the local cluster with the examples
 	// applied (e2e/suite, the walkthrough spec), with KUBECONFIG set and bin/ on PATH.
