@@ -12,11 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/daemon"
 )
 
@@ -143,22 +143,28 @@ func TestDroppedWatchesAreResumedWithoutRelisting(t *testing.T) {
 	plain := informerOver(t, ctx, plainServer)
 	resumed := informerOver(t, ctx, daemon.ResumingListerWatcher(resumedServer))
 
-	// Nothing happens for a while: every watch is dropped empty.
-	time.Sleep(1500 * time.Millisecond)
+	// Nothing happens while both servers drop their informer's watches empty, a few
+	// times over.
+	dropped := func(plainAfter, resumedAfter int64) func() bool {
+		return func() bool {
+			return plainServer.watches.Load() > plainAfter && resumedServer.watches.Load() > resumedAfter
+		}
+	}
+	fixtures.Eventually(t, "both informers' watches dropped empty", dropped(3, 3))
 	const objects = 6
 	for i := range objects {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("cm-%d", i)}}
 		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(400 * time.Millisecond)
+		// Each object reaches a watch of its own: the next create waits for a drop.
+		fixtures.Eventually(t, "both informers' watches dropped after a create", dropped(plainServer.watches.Load(), resumedServer.watches.Load()))
 	}
 	for name, adds := range map[string]func() map[string]int{"plain": plain, "resumed": resumed} {
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			return len(adds()) == objects, nil
-		}); err != nil {
-			t.Fatalf("%s informer has %v, want the %d ConfigMaps: %v", name, adds(), objects, err)
-		}
+		fixtures.Eventually(t, fmt.Sprintf("the %s informer holding the %d ConfigMaps", name, objects), func() (bool, string) {
+			got := adds()
+			return len(got) == objects, fmt.Sprintf("it holds %v", got)
+		})
 	}
 
 	if n := resumedServer.lists.Load(); n != 1 {
