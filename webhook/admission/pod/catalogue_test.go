@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/webhook/admission/views"
@@ -138,16 +137,7 @@ func TestCatalogue(t *testing.T) {
 
 	for i, tc := range catalogue {
 		t.Run(tc.name, func(t *testing.T) {
-			ann := map[string]string{}
-			if tc.networks != "" {
-				ann[annotations.MultusNetworks] = tc.networks
-			}
-			if tc.pools != "" {
-				ann[annotations.IPPools] = tc.pools
-			}
-			if tc.single != "" {
-				ann[annotations.IPPool] = tc.single
-			}
+			ann := selectionAnnotations(tc.networks, tc.pools, tc.single)
 			p := newPod("catalogue", fmt.Sprintf("bad-%d", i), ann)
 			p.Labels = tc.labels
 			_, err := createPod(ctx, p)

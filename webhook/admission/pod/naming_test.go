@@ -96,16 +96,7 @@ func TestEntriesComeBackNamed(t *testing.T) {
 	ctx := context.Background()
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ann := map[string]string{}
-			if tc.networks != "" {
-				ann[annotations.MultusNetworks] = tc.networks
-			}
-			if tc.pools != "" {
-				ann[annotations.IPPools] = tc.pools
-			}
-			if tc.single != "" {
-				ann[annotations.IPPool] = tc.single
-			}
+			ann := selectionAnnotations(tc.networks, tc.pools, tc.single)
 			got, err := createPod(ctx, newPod("naming", podName("named", i), ann))
 			if err != nil {
 				t.Fatalf("create: %v", err)
@@ -138,4 +129,20 @@ func TestEntriesComeBackNamed(t *testing.T) {
 
 func podName(prefix string, i int) string {
 	return prefix + "-" + string(rune('a'+i))
+}
+
+// selectionAnnotations are a pod's Multus networks and pool selections, the ones that
+// are set.
+func selectionAnnotations(networks, pools, single string) map[string]string {
+	ann := map[string]string{}
+	if networks != "" {
+		ann[annotations.MultusNetworks] = networks
+	}
+	if pools != "" {
+		ann[annotations.IPPools] = pools
+	}
+	if single != "" {
+		ann[annotations.IPPool] = single
+	}
+	return ann
 }
