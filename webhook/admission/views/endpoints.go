@@ -6,9 +6,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/webhook/cachestrings"
 )
 
 // Endpoint is what admission needs to know of a SpiderEndpoint.
@@ -51,8 +53,13 @@ func RecordProblem(ips []v2beta1.IPAllocationDetail) string {
 // Endpoints is the admission view of every SpiderEndpoint, by namespace/name. The
 // StatefulSet check reads it instead of the API server: an endpoint exists long
 // before the pod that takes it over is recreated, so the informer has it.
+//
+// Registered on a cache, it reads the informer's store, which holds every endpoint
+// already (as TransformEndpoint keeps it): no second copy of each. Unregistered
+// (tests, the migration's offline check), it holds what Set gives it.
 type Endpoints struct {
 	view[*Endpoint]
+	store toolscache.Store
 }
 
 // NewEndpoints returns an empty view.
@@ -60,36 +67,53 @@ func NewEndpoints() *Endpoints {
 	return &Endpoints{view: newView[*Endpoint]()}
 }
 
-// Register feeds the view from the cache's SpiderEndpoint informer.
+// Register makes the view read the cache's SpiderEndpoint informer.
 func (v *Endpoints) Register(ctx context.Context, informers cache.Informers) error {
-	synced, err := watch(ctx, informers, &v2beta1.SpiderEndpoint{}, v.Set, v.remove)
-	v.synced = synced
+	inf, err := informers.GetInformer(ctx, &v2beta1.SpiderEndpoint{})
+	if err != nil {
+		return fmt.Errorf("informer for %T: %w", &v2beta1.SpiderEndpoint{}, err)
+	}
+	if s, ok := inf.(toolscache.SharedIndexInformer); ok {
+		v.store, v.synced = s.GetStore(), s.HasSynced
+		return nil
+	}
+	v.synced, err = watch(ctx, informers, &v2beta1.SpiderEndpoint{}, v.Set, v.remove)
 	return err
 }
 
-// Set adds or replaces an endpoint.
+// Set adds or replaces an endpoint of an unregistered view.
 func (v *Endpoints) Set(e *v2beta1.SpiderEndpoint) {
 	v.put(key(e.Namespace, e.Name), NewEndpoint(e))
 }
 
-// Delete removes an endpoint.
+// Delete removes an endpoint of an unregistered view.
 func (v *Endpoints) Delete(namespace, name string) {
 	v.remove(key(namespace, name))
 }
 
 // Get returns the endpoint of the pod namespace/name, or nil.
 func (v *Endpoints) Get(namespace, name string) *Endpoint {
+	if v.store != nil {
+		obj, ok, err := v.store.GetByKey(key(namespace, name))
+		if e, isEndpoint := obj.(*v2beta1.SpiderEndpoint); ok && err == nil && isEndpoint {
+			return NewEndpoint(e)
+		}
+		return nil
+	}
 	e, _ := v.get(key(namespace, name))
 	return e
 }
 
 // TransformEndpoint is the cache transform for SpiderEndpoints in the webhook's
 // manager, which caches every endpoint of the cluster. Its readers there are this
-// view (name, UID, deletion, the interface of each record) and the garbage collector
-// (name, UID and resourceVersion as deletion preconditions, the pod UID, the owner
-// controller); the addresses, pools, gateways and routes of each record, labels,
-// annotations (ipamd's container attachments) and managedFields are dropped. Each
-// record keeps its interface only. The webhook never writes an endpoint from its cache.
+// view (name, UID, deletion, whether the records are consistent) and the garbage
+// collector (name, UID and resourceVersion as deletion preconditions, the pod UID,
+// the owner controller); the addresses, pools, gateways and routes of each record,
+// labels, annotations (ipamd's container attachments) and managedFields are dropped.
+// The records themselves are kept, with their interface only, when RecordProblem
+// finds them inconsistent, so that the view states the same problem; consistent ones
+// are dropped (no reader needs them). Strings are laid out for a long stay in the
+// cache (webhook/cachestrings). The webhook never writes an endpoint from its cache.
 //
 // Whoever starts reading another endpoint field from the webhook's cache must keep it
 // here.
@@ -100,18 +124,17 @@ func TransformEndpoint(obj any) (any, error) {
 		return obj, nil
 	}
 	var ips []v2beta1.IPAllocationDetail
-	if e.Status.Current.IPs != nil {
+	if RecordProblem(e.Status.Current.IPs) != "" {
 		ips = make([]v2beta1.IPAllocationDetail, len(e.Status.Current.IPs))
 		for i, d := range e.Status.Current.IPs {
-			ips[i] = v2beta1.IPAllocationDetail{Interface: d.Interface}
+			ips[i] = v2beta1.IPAllocationDetail{Interface: cachestrings.Shared(d.Interface)}
 		}
 	}
-	return &v2beta1.SpiderEndpoint{
-		TypeMeta: e.TypeMeta,
+	out := &v2beta1.SpiderEndpoint{
+		TypeMeta: metav1.TypeMeta{APIVersion: cachestrings.Shared(e.APIVersion), Kind: cachestrings.Shared(e.Kind)},
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace:                  e.Namespace,
+			Namespace:                  cachestrings.Shared(e.Namespace),
 			Name:                       e.Name,
-			UID:                        e.UID,
 			ResourceVersion:            e.ResourceVersion,
 			CreationTimestamp:          e.CreationTimestamp,
 			DeletionTimestamp:          e.DeletionTimestamp,
@@ -119,9 +142,13 @@ func TransformEndpoint(obj any) (any, error) {
 			Finalizers:                 e.Finalizers,
 		},
 		Status: v2beta1.WorkloadEndpointStatus{
-			Current:             v2beta1.PodIPAllocation{UID: e.Status.Current.UID, Node: e.Status.Current.Node, IPs: ips},
-			OwnerControllerType: e.Status.OwnerControllerType,
+			Current:             v2beta1.PodIPAllocation{UID: e.Status.Current.UID, Node: cachestrings.Shared(e.Status.Current.Node), IPs: ips},
+			OwnerControllerType: cachestrings.Shared(e.Status.OwnerControllerType),
 			OwnerControllerName: e.Status.OwnerControllerName,
 		},
-	}, nil
+	}
+	uid := string(e.UID)
+	cachestrings.Own(&out.Name, &uid, &out.ResourceVersion, &out.Status.Current.UID, &out.Status.OwnerControllerName)
+	out.UID = types.UID(uid)
+	return out, nil
 }

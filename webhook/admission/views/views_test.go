@@ -121,8 +121,14 @@ func TestTransformEndpointKeepsTheView(t *testing.T) {
 			kept.Status.OwnerControllerName != "web" {
 			t.Errorf("TransformEndpoint lost what the garbage collector reads: %+v", kept)
 		}
-		if kept.Annotations != nil || kept.ManagedFields != nil || (len(ips) > 0 && kept.Status.Current.IPs[0].IPv4 != nil) {
+		if kept.Annotations != nil || kept.ManagedFields != nil || (len(kept.Status.Current.IPs) > 0 && kept.Status.Current.IPs[0].IPv4 != nil) {
 			t.Errorf("TransformEndpoint kept more than the webhook reads: %+v", kept)
+		}
+		if RecordProblem(ips) == "" && kept.Status.Current.IPs != nil {
+			t.Errorf("TransformEndpoint kept the consistent records %+v, which no reader of the cache needs", kept.Status.Current.IPs)
+		}
+		if kept.Namespace != "ns" || kept.Name != "web-0" || kept.UID != "ep-uid" || kept.Status.Current.Node != "n1" {
+			t.Errorf("TransformEndpoint changed the endpoint's identity: %+v", kept.ObjectMeta)
 		}
 	}
 }

@@ -4,6 +4,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nicpool/nicpool/webhook/cachestrings"
 )
 
 // Pod is what the collector knows of a pod: its metadata (name, UID, owner
@@ -56,21 +59,42 @@ func TransformPodMetadata(obj any) (any, error) {
 		// Tombstones and anything else pass unchanged.
 		return obj, nil
 	}
-	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: podMeta(&m.ObjectMeta)}, nil
+	return &metav1.PartialObjectMetadata{TypeMeta: sharedTypeMeta(m.TypeMeta), ObjectMeta: podMeta(&m.ObjectMeta)}, nil
 }
 
+// podMeta is the kept part of a pod's metadata, its strings laid out for a long stay
+// in the cache (webhook/cachestrings).
 func podMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Namespace:                  m.Namespace,
+	out := metav1.ObjectMeta{
+		Namespace:                  cachestrings.Shared(m.Namespace),
 		Name:                       m.Name,
 		UID:                        m.UID,
 		ResourceVersion:            m.ResourceVersion,
 		CreationTimestamp:          m.CreationTimestamp,
 		DeletionTimestamp:          m.DeletionTimestamp,
 		DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds,
-		OwnerReferences:            m.OwnerReferences,
 		Finalizers:                 m.Finalizers,
 	}
+	uid := string(out.UID)
+	cachestrings.Own(&out.Name, &uid, &out.ResourceVersion)
+	out.UID = types.UID(uid)
+	if len(m.OwnerReferences) > 0 {
+		out.OwnerReferences = make([]metav1.OwnerReference, len(m.OwnerReferences))
+		for i, r := range m.OwnerReferences {
+			r.APIVersion, r.Kind = cachestrings.Shared(r.APIVersion), cachestrings.Shared(r.Kind)
+			ownerUID := string(r.UID)
+			cachestrings.Own(&r.Name, &ownerUID)
+			r.UID = types.UID(ownerUID)
+			out.OwnerReferences[i] = r
+		}
+	}
+	return out
+}
+
+// sharedTypeMeta is t with the canonical copies of its strings, the same for every
+// object of a kind.
+func sharedTypeMeta(t metav1.TypeMeta) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: cachestrings.Shared(t.APIVersion), Kind: cachestrings.Shared(t.Kind)}
 }
 
 // TransformPod is the cache transform for the finished pods the collector watches in
