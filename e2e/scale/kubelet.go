@@ -20,6 +20,8 @@ type outcome struct {
 	FirstFailed bool
 	// Latency runs from the first attempt's start to the successful ADD's end.
 	Latency time.Duration
+	// Began is when the first attempt started (zero when none did).
+	Began time.Time
 	// Errors are the failed attempts' errors, oldest first.
 	Errors []error
 	// Undeleted are the failed sandboxes whose DEL never succeeded.
@@ -67,6 +69,7 @@ func kubelets(s Scenario, w *world, rt runtime, allocated *atomic.Int64) (out []
 				}
 				if attempt == 0 {
 					began = time.Now()
+					o.Began = began
 				}
 				container := containerID(i, attempt)
 				ctx, cancel := context.WithTimeout(context.Background(), s.timeout(attempt))

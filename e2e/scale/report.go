@@ -16,7 +16,8 @@ func (r *Result) Lines() []string {
 		fmt.Sprintf("scenario: %s (set up in %s)", s, r.SetUp.Round(time.Second)),
 		fmt.Sprintf("wall %s, %.0f allocations/s; %d of %d pods hold an address, %d failed their first attempt, %d ADDs in all",
 			r.Wall.Round(time.Millisecond), float64(r.Allocated)/r.Wall.Seconds(), r.Allocated, s.Pods, r.FirstAttemptFailed, r.Attempts),
-		fmt.Sprintf("time to address per pod: p50 %s, p99 %s, max %s", r.percentile(50), r.percentile(99), r.percentile(100)),
+		fmt.Sprintf("time to address per pod: p50 %s, p99 %s, max %s; the last pod's first ADD began %s after the start",
+			r.percentile(50), r.percentile(99), r.percentile(100), r.LastBegan.Round(time.Millisecond)),
 		fmt.Sprintf("store: %d records; %d duplicates, %d leaked, %d pods not holding what they were given; invariants: %s",
 			r.Accounting.Records, r.Accounting.Duplicates, r.Accounting.Leaked, r.Accounting.Mismatched, verdict(r.Invariants)),
 	}
@@ -112,6 +113,7 @@ func (r *Result) Metrics() map[string]float64 {
 		"ipamd-cpu-s":      r.IpamdCPU,
 		"harness-cpu-s":    r.HarnessCPU,
 		"p99-ms":           float64(r.percentile(99).Milliseconds()),
+		"last-began-ms":    float64(r.LastBegan.Milliseconds()),
 		"duplicates+leaks": float64(r.Accounting.Duplicates + r.Accounting.Leaked + r.Accounting.Mismatched),
 	}
 	if r.PluginExecs > 0 {

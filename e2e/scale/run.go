@@ -38,6 +38,9 @@ type Result struct {
 	Errors map[string]int
 	// PodLatency is each allocated pod's time to its address, sorted.
 	PodLatency []time.Duration
+	// LastBegan is how long after the run's start the last pod's first ADD began:
+	// the time the kubelets took to start every ADD.
+	LastBegan  time.Duration
 	Accounting Accounting
 	// Invariants is the invariant checker's verdict (nil: I1–I4 hold).
 	Invariants error
@@ -172,6 +175,9 @@ func Run(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario) (
 	}
 
 	for _, o := range out {
+		if !o.Began.IsZero() {
+			r.LastBegan = max(r.LastBegan, o.Began.Sub(start))
+		}
 		r.Attempts += o.Attempts
 		if o.FirstFailed {
 			r.FirstAttemptFailed++
