@@ -76,11 +76,14 @@ fuzz: ## run every fuzz target for FUZZTIME (default 60s)
 	  for f in $$(grep -h '^func Fuzz' $$spec/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
 	    echo "== $$spec $$f"; $(GOTEST) -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-60s} $$spec; done; done
 
+LINT_MODULES := e2e/monitoring e2e/helm e2e/peers/whereabouts
 lint: ## golangci-lint (built from hack/tools/lint on first use), go vet and gofmt
 	hack/tools/build.sh golangci-lint
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(BIN)/golangci-lint run ./...
+	@# The test modules of their own; hack/tools/* hold only pinned imports.
+	@for m in $(LINT_MODULES); do echo "golangci-lint: $$m"; (cd $$m && $(GO) vet ./... && $(BIN)/golangci-lint run ./...) || exit 1; done
 
 run: tools build local $(NODE_DEPS) ## local cluster (3 nodes, NODE=standin|kubelet) with nicpool, sample pools, NADs and a multi-NIC StatefulSet; Ctrl-C stops it
 	$(BIN)/nicpool-local run --node $(NODE)

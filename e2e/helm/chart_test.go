@@ -325,13 +325,12 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	}
 	cfg := configuration(t, env.Kubeconfig, "default")
 	ch := loadChart(t)
-	vals := map[string]any{}
 	for _, c := range cmds {
 		verb, release, chartPath, sets := parseHelm(t, c.Line)
 		if release != "nicpool" || filepath.Clean(chartPath) != manifests.ChartDir {
 			t.Fatalf("%q: want release nicpool of %s", c.Line, manifests.ChartDir)
 		}
-		vals = map[string]any{}
+		vals := map[string]any{}
 		for _, s := range sets {
 			if err := strvals.ParseInto(s, vals); err != nil {
 				t.Fatalf("%q: --set %s: %v", c.Line, s, err)

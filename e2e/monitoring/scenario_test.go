@@ -244,13 +244,16 @@ func scrapeTarget(ctx context.Context, tg target) (model.Vector, error) {
 func (s *stack) waitGauges(t *testing.T, what string, want map[string]float64) {
 	t.Helper()
 	var last map[string]float64
+	var scrapeErr error
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
 		last = map[string]float64{}
 		for _, tg := range []target{s.webhook, s.ipamd} {
 			v, err := scrapeTarget(ctx, tg)
 			if err != nil {
-				return false, nil
+				scrapeErr = err
+				return false, nil //nolint:nilerr // a target not up yet is scraped again; the last error is reported on timeout
 			}
+			scrapeErr = nil
 			for _, smp := range v {
 				for k := range tg.labels {
 					delete(smp.Metric, model.LabelName(k))
@@ -270,6 +273,6 @@ func (s *stack) waitGauges(t *testing.T, what string, want map[string]float64) {
 		for k := range want {
 			got[k] = last[k]
 		}
-		t.Fatalf("waiting for %s: %v; want %v, scraped %v", what, err, want, got)
+		t.Fatalf("waiting for %s: %v; want %v, scraped %v (last scrape error: %v)", what, err, want, got, scrapeErr)
 	}
 }
