@@ -171,7 +171,10 @@ type index struct {
 	podByName map[podName]*Pod
 	sets      map[podName]*appsv1.StatefulSet
 	endpoints map[podName]*v2beta1.SpiderEndpoint
-	held      map[holding]bool
+	// held is built from records on the first question superseded asks (a pass
+	// without a returning StatefulSet pod whose name another pod holds asks none).
+	held    map[holding]bool
+	records []ledger.Record
 	// notReady are the nodes whose Ready condition is not True.
 	notReady map[string]bool
 }
@@ -183,7 +186,7 @@ func newIndex(s Snapshot, p Policy) *index {
 		podByName: make(map[podName]*Pod, len(s.Pods)),
 		sets:      make(map[podName]*appsv1.StatefulSet, len(s.StatefulSets)),
 		endpoints: make(map[podName]*v2beta1.SpiderEndpoint, len(s.Endpoints)),
-		held:      map[holding]bool{},
+		records:   s.Records,
 		notReady:  map[string]bool{},
 	}
 	for i := range s.Nodes {
@@ -202,9 +205,6 @@ func newIndex(s Snapshot, p Policy) *index {
 	}
 	for _, ep := range s.Endpoints {
 		ix.endpoints[podName{ep.Namespace, ep.Name}] = ep
-	}
-	for _, r := range s.Records {
-		ix.held[holding{r.Holder.PodUID, r.Holder.Interface, ipranges.Family(r.Addr)}] = true
 	}
 	return ix
 }
@@ -273,6 +273,13 @@ func (ix *index) superseded(ns, name string, holder v2beta1.PoolIPAllocation, ad
 	cur, ok := ix.podByName[podName{ns, name}]
 	if !ok || string(cur.UID) == holder.PodUID {
 		return false
+	}
+	if ix.held == nil {
+		ix.held = make(map[holding]bool, len(ix.records))
+		for i := range ix.records {
+			r := &ix.records[i]
+			ix.held[holding{r.Holder.PodUID, r.Holder.Interface, ipranges.Family(r.Addr)}] = true
+		}
 	}
 	return ix.held[holding{string(cur.UID), holder.Interface, ipranges.Family(addr)}]
 }
