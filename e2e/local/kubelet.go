@@ -79,13 +79,27 @@ var kubeletControllers = []string{
 // ImagesDir holds the image archives `make images` writes; real nodes import them.
 func ImagesDir() string { return filepath.Join(testenv.RepoRoot(), "dist", "images") }
 
+// nodePrerequisites says what real nodes need and the host lacks: the tools of
+// bin/, and nft, which kube-proxy runs in nftables mode (kubelet.KubeProxyConfig)
+// finds in the host's PATH. Without nft kube-proxy exits, no ClusterIP answers,
+// and nicpool's pods never become ready, which says nothing of the cause.
+func nodePrerequisites(binDir string) error {
+	for _, t := range NodeTools {
+		if _, err := os.Stat(filepath.Join(binDir, t)); err != nil {
+			return fmt.Errorf("%s missing in %s: run `make tools-node` first: %w", t, binDir, err)
+		}
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		return fmt.Errorf("real nodes need nft for kube-proxy's nftables mode, and it is not in PATH: install nftables (Debian and Ubuntu: apt-get install nftables): %w", err)
+	}
+	return nil
+}
+
 // startKubeletCluster starts the control plane for real nodes: the API server
 // publishes itself on the fabric and reaches the cluster through the egress proxy.
 func (s *Stack) startKubeletCluster(ctx context.Context, kubeconfig string) error {
-	for _, t := range NodeTools {
-		if _, err := os.Stat(filepath.Join(s.binDir, t)); err != nil {
-			return fmt.Errorf("%s missing in %s: run `make tools-node` first: %w", t, s.binDir, err)
-		}
+	if err := nodePrerequisites(s.binDir); err != nil {
+		return err
 	}
 	if err := s.Fabric.Route(Uplinks[0], clusterGateway, clusterGateway6); err != nil {
 		return err
