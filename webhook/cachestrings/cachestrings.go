@@ -13,6 +13,9 @@ package cachestrings
 import (
 	"strings"
 	"unique"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Shared returns the canonical copy of s, a value that many cached objects hold
@@ -45,4 +48,17 @@ func Own(ps ...*string) {
 		l := len(*p)
 		*p, all = all[:l], all[l:]
 	}
+}
+
+// OwnWithUID is Own with an object's UID among its strings.
+func OwnWithUID(uid *types.UID, ps ...*string) {
+	u := string(*uid)
+	Own(append(ps, &u)...)
+	*uid = types.UID(u)
+}
+
+// TypeMeta is t with the canonical copies of its strings, the same for every object
+// of a kind.
+func TypeMeta(t metav1.TypeMeta) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: Shared(t.APIVersion), Kind: Shared(t.Kind)}
 }

@@ -3,6 +3,8 @@ package cachestrings
 import (
 	"testing"
 	"unsafe"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestOwnKeepsValuesInOneAllocation(t *testing.T) {
@@ -28,5 +30,16 @@ func TestSharedReturnsOneCopyOfEqualValues(t *testing.T) {
 	}
 	if Shared("") != "" {
 		t.Error(`Shared("") is not ""`)
+	}
+}
+
+func TestOwnWithUIDKeepsTheUIDWithTheOtherValues(t *testing.T) {
+	uid, name := types.UID("0b5c6d3e-uid"), "pod-1"
+	OwnWithUID(&uid, &name)
+	if uid != "0b5c6d3e-uid" || name != "pod-1" {
+		t.Fatalf("OwnWithUID changed the values: %q %q", uid, name)
+	}
+	if unsafe.StringData(string(uid)) != (*byte)(unsafe.Add(unsafe.Pointer(unsafe.StringData(name)), len(name))) {
+		t.Error("OwnWithUID did not lay the UID out in the same allocation as the other values")
 	}
 }

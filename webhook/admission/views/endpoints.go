@@ -131,7 +131,7 @@ func TransformEndpoint(obj any) (any, error) {
 		}
 	}
 	out := &v2beta1.SpiderEndpoint{
-		TypeMeta: metav1.TypeMeta{APIVersion: cachestrings.Shared(e.APIVersion), Kind: cachestrings.Shared(e.Kind)},
+		TypeMeta: cachestrings.TypeMeta(e.TypeMeta),
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:                  cachestrings.Shared(e.Namespace),
 			Name:                       e.Name,
@@ -147,8 +147,7 @@ func TransformEndpoint(obj any) (any, error) {
 			OwnerControllerName: e.Status.OwnerControllerName,
 		},
 	}
-	uid := string(e.UID)
-	cachestrings.Own(&out.Name, &uid, &out.ResourceVersion, &out.Status.Current.UID, &out.Status.OwnerControllerName)
-	out.UID = types.UID(uid)
+	out.UID = e.UID
+	cachestrings.OwnWithUID(&out.UID, &out.Name, &out.ResourceVersion, &out.Status.Current.UID, &out.Status.OwnerControllerName)
 	return out, nil
 }

@@ -4,7 +4,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nicpool/nicpool/webhook/cachestrings"
 )
@@ -59,7 +58,7 @@ func TransformPodMetadata(obj any) (any, error) {
 		// Tombstones and anything else pass unchanged.
 		return obj, nil
 	}
-	return &metav1.PartialObjectMetadata{TypeMeta: sharedTypeMeta(m.TypeMeta), ObjectMeta: podMeta(&m.ObjectMeta)}, nil
+	return &metav1.PartialObjectMetadata{TypeMeta: cachestrings.TypeMeta(m.TypeMeta), ObjectMeta: podMeta(&m.ObjectMeta)}, nil
 }
 
 // podMeta is the kept part of a pod's metadata, its strings laid out for a long stay
@@ -75,26 +74,16 @@ func podMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
 		DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds,
 		Finalizers:                 m.Finalizers,
 	}
-	uid := string(out.UID)
-	cachestrings.Own(&out.Name, &uid, &out.ResourceVersion)
-	out.UID = types.UID(uid)
+	cachestrings.OwnWithUID(&out.UID, &out.Name, &out.ResourceVersion)
 	if len(m.OwnerReferences) > 0 {
 		out.OwnerReferences = make([]metav1.OwnerReference, len(m.OwnerReferences))
 		for i, r := range m.OwnerReferences {
 			r.APIVersion, r.Kind = cachestrings.Shared(r.APIVersion), cachestrings.Shared(r.Kind)
-			ownerUID := string(r.UID)
-			cachestrings.Own(&r.Name, &ownerUID)
-			r.UID = types.UID(ownerUID)
+			cachestrings.OwnWithUID(&r.UID, &r.Name)
 			out.OwnerReferences[i] = r
 		}
 	}
 	return out
-}
-
-// sharedTypeMeta is t with the canonical copies of its strings, the same for every
-// object of a kind.
-func sharedTypeMeta(t metav1.TypeMeta) metav1.TypeMeta {
-	return metav1.TypeMeta{APIVersion: cachestrings.Shared(t.APIVersion), Kind: cachestrings.Shared(t.Kind)}
 }
 
 // TransformPod is the cache transform for the finished pods the collector watches in
