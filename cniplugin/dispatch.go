@@ -45,13 +45,23 @@ type Funcs struct {
 // error JSON on stdout and exits 1, or returns. Without CNI_COMMAND it prints about
 // and the CNI versions it speaks on stderr.
 func Main(funcs Funcs, versions version.PluginInfo, about string) {
-	call := &cniCall{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	call := &cniCall{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, netns: netnsRelation}
 	if e := call.serve(funcs, versions, about); e != nil {
-		if err := e.Print(); err != nil {
+		if err := printError(os.Stdout, e); err != nil {
 			_, _ = fmt.Fprintln(os.Stderr, "writing the CNI error to stdout:", err)
 		}
 		os.Exit(1)
 	}
+}
+
+// printError writes e as the CNI library prints an error (indented JSON).
+func printError(w io.Writer, e *types.Error) error {
+	b, err := json.MarshalIndent(e, "", "    ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
 }
 
 // cniCall is where a CNI call comes from and goes to.
@@ -59,6 +69,9 @@ type cniCall struct {
 	getenv         func(string) string
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// netns tells how CNI_NETNS relates to the plugin's own network namespace
+	// (netnsRelation, or what the front found).
+	netns func(path string) string
 }
 
 // The CNI_* variables, in the order they are checked, and the verbs that need each.
@@ -149,7 +162,7 @@ func (c *cniCall) serve(funcs Funcs, versions version.PluginInfo, about string) 
 			return err
 		}
 		if o := args.NetnsOverride; strings.ToUpper(o) != "TRUE" && o != "1" {
-			return checkNetNS(args.Netns)
+			return refuseOwnNetNS(c.netns(args.Netns))
 		}
 		return nil
 	case "CHECK":
@@ -267,26 +280,46 @@ func validateInterfaceName(name string) *types.Error {
 	return nil
 }
 
-// checkNetNS refuses a CNI_NETNS that is the plugin's own network namespace. A path
-// the plugin cannot stat passes: its own namespace is always there to stat, so such a
+// How CNI_NETNS relates to the plugin's own network namespace. The front finds it the
+// same way and forwards it (cniplugin/front/nicpool.c, netns_is_own).
+const (
+	netnsSame   = "same"   // CNI_NETNS is the plugin's own namespace
+	netnsOther  = "other"  // another namespace, or a path that cannot be stated
+	netnsNoSelf = "noself" // the plugin's own namespace cannot be stated
+)
+
+// netnsRelation stats path against the plugin's own network namespace. A path the
+// plugin cannot stat is another: its own namespace is always there to stat, so such a
 // path is some other namespace or none (most often DEL of a sandbox whose namespace is
 // gone). The plugin never enters another namespace, so every thread of it is in the
 // process's own: no thread is locked to read it (locking one makes the Go runtime
 // start a thread of its own, a cost on every ADD and DEL).
-func checkNetNS(path string) *types.Error {
+func netnsRelation(path string) string {
 	if path == "" {
-		return nil
+		return ""
 	}
 	var target unix.Stat_t
 	if err := unix.Stat(path, &target); err != nil {
-		return nil //nolint:nilerr // not the plugin's own namespace: nothing to refuse (see above)
+		return netnsOther
 	}
 	var own unix.Stat_t
 	if err := unix.Stat("/proc/self/ns/net", &own); err != nil {
-		return types.NewError(types.ErrInvalidNetNS, "get plugin's netns failed", "")
+		return netnsNoSelf
 	}
 	if own.Dev == target.Dev && own.Ino == target.Ino {
+		return netnsSame
+	}
+	return netnsOther
+}
+
+// refuseOwnNetNS is the CNI library's check after ADD and DEL: CNI_NETNS must not be
+// the plugin's own network namespace.
+func refuseOwnNetNS(relation string) *types.Error {
+	switch relation {
+	case netnsSame:
 		return types.NewError(types.ErrInvalidNetNS, "plugin's netns and netns from CNI_NETNS should not be the same", "")
+	case netnsNoSelf:
+		return types.NewError(types.ErrInvalidNetNS, "get plugin's netns failed", "")
 	}
 	return nil
 }

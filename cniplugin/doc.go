@@ -5,6 +5,36 @@
 // It knows no Kubernetes API and allocates nothing itself, so the binary that runs it
 // stays small and starts fast; every decision about addresses is ipamd's.
 //
+// # The front and nicpool-cni
+//
+// Two binaries are installed side by side in the node's CNI bin directory:
+//
+//   - nicpool (and its copy spiderpool) is the front, cniplugin/front/nicpool.c: a
+//     static C program with no language runtime. The runtime starts a plugin for every
+//     CNI call, and starting Go's runtime costs more CPU than the call itself (an empty
+//     Go program costs about twice the whole front; ipamd/README has the figures).
+//   - nicpool-cni is this package's binary (cmd/nicpool-cni).
+//
+// For every verb but VERSION, the front reads stdin (up to 1 MiB) and the CNI_*
+// variables (up to 16 KiB each), finds out whether CNI_NETNS is its own network
+// namespace, and sends it all as a frame of netstrings to ipamd's default socket
+// (RunDir/ipamd.sock, reached as the plugin reaches it, following no symlink) at
+// POST /v1/cni. ipamd runs this package's code on it (ServeForwarded), with itself as
+// the plugin's ipamd, and answers what nicpool-cni would have printed on stdout and
+// stderr and its exit code; the front prints them and exits with it. The front parses
+// nothing a network configuration or a pod wrote: it copies bytes into the frame.
+//
+// Whenever the front cannot finish a call that way, it hands it off: it runs
+// nicpool-cni, beside its own executable, with the same arguments, environment and
+// stdin, and nicpool-cni serves the call as described in the rest of this page. That is
+// the case for VERSION; for larger input; when there is no socket, ipamd refuses the
+// connection, drops it or answers anything but a complete 200 (an ipamd older than
+// the front answers 404); and when ipamd declines the call, which it does for a
+// network that names log_file_path (a host file the plugin appends to itself) or a
+// socket other than the default. A call handed off after ipamd ran it is run again,
+// which every verb allows (a repeated ADD answers the same addresses). A network with
+// log_file_path therefore costs a run of nicpool-cni on every call.
+//
 // # Network configuration
 //
 // The ipam section uses spiderpool's key names, so a spiderpool network changes only

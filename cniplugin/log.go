@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 
 	"github.com/containernetworking/cni/pkg/types"
 )
@@ -17,9 +16,10 @@ const maxLogSize = 10 << 20
 // openLog returns the logger the config asks for and a function that closes its file.
 // A log file refused by the path rules is a CNI error naming log_file_path; one that
 // cannot be opened for another reason (a full or read-only disk) must not fail the
-// CNI call, so the plugin logs to stderr, which runtimes capture.
-func openLog(c *Config, plugin string) (*slog.Logger, func(), *types.Error) {
-	var w io.Writer = os.Stderr
+// CNI call, so the plugin logs to stderr, which runtimes capture. pid is the plugin
+// process's (the front's, for a forwarded call).
+func openLog(c *Config, plugin string, stderr io.Writer, pid int) (*slog.Logger, func(), *types.Error) {
+	w := stderr
 	closeFn := func() {}
 	var openErr error
 	var refused *types.Error
@@ -36,7 +36,7 @@ func openLog(c *Config, plugin string) (*slog.Logger, func(), *types.Error) {
 			w, closeFn = f, func() { _ = f.Close() }
 		}
 	}
-	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: c.LogLevel})).With("plugin", plugin, "pid", os.Getpid())
+	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: c.LogLevel})).With("plugin", plugin, "pid", pid)
 	if openErr != nil {
 		log.Warn("logging to stderr: cannot open log_file_path", "error", openErr.Error())
 	}

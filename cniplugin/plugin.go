@@ -42,6 +42,20 @@ type Plugin struct {
 	Stdout io.Writer
 	// Name is what the plugin was installed as (Name or NameSpiderpool), for its logs.
 	Name string
+
+	// in is set when ipamd runs the plugin for a call the front forwarded (see
+	// ServeForwarded); nil in nicpool-cni.
+	in *inIPAMD
+}
+
+// IPAMD is what the plugin asks for addresses: ipamd on its socket (*api.Client), or
+// ipamd itself when it runs the plugin for a forwarded call.
+type IPAMD interface {
+	Allocate(context.Context, *api.AllocateRequest) (*api.AllocateResponse, error)
+	Release(context.Context, *api.ReleaseRequest) (*api.ReleaseResponse, error)
+	Check(context.Context, *api.CheckRequest) (*api.CheckResponse, error)
+	GC(context.Context, *api.GCRequest) (*api.GCResponse, error)
+	Status(context.Context, *api.StatusRequest) (*api.StatusResponse, error)
 }
 
 // PluginFuncs are the CNI verbs of the plugin this process runs, printing to stdout,
@@ -52,8 +66,10 @@ func PluginFuncs() Funcs {
 
 // InstalledName is the name this process was executed under: NameSpiderpool for the
 // copy installed as spiderpool, else Name.
-func InstalledName() string {
-	if filepath.Base(os.Args[0]) == NameSpiderpool {
+func InstalledName() string { return installedName(os.Args[0]) }
+
+func installedName(arg0 string) string {
+	if filepath.Base(arg0) == NameSpiderpool {
 		return NameSpiderpool
 	}
 	return Name
@@ -74,7 +90,7 @@ func (p *Plugin) Funcs() Funcs {
 // context bounded by the request timeout and a logger.
 type call struct {
 	conf   *Config
-	client *api.Client
+	client IPAMD
 	ctx    context.Context
 	log    *slog.Logger
 }
@@ -90,11 +106,21 @@ func (p *Plugin) begin(verb string, args *CmdArgs) (*call, func(), error) {
 	if conf.Refused != nil && !lenient {
 		return nil, nil, conf.Refused
 	}
+	if p.in != nil {
+		if why := handOffReason(conf); why != "" {
+			p.in.handOff = why
+			return nil, nil, errHandOff
+		}
+	}
 	name := p.Name
 	if name == "" {
 		name = Name
 	}
-	log, closeLog, refusedLog := openLog(conf, name)
+	stderr, pid, base := io.Writer(os.Stderr), os.Getpid(), context.Background()
+	if p.in != nil {
+		stderr, pid, base = p.in.stderr, p.in.pid, p.in.ctx
+	}
+	log, closeLog, refusedLog := openLog(conf, name, stderr, pid)
 	if refusedLog != nil && !lenient {
 		closeLog()
 		return nil, nil, refusedLog
@@ -108,8 +134,13 @@ func (p *Plugin) begin(verb string, args *CmdArgs) (*call, func(), error) {
 			log.Warn("going on without a refused key", "refused", r.Msg)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), conf.Timeout)
-	c := &call{conf: conf, client: api.NewClientDial(conf.dial, conf.Timeout), ctx: ctx, log: log}
+	ctx, cancel := context.WithTimeout(base, conf.Timeout)
+	c := &call{conf: conf, ctx: ctx, log: log}
+	if p.in != nil {
+		c.client = p.in.ipamd
+	} else {
+		c.client = api.NewClientDial(conf.dial, conf.Timeout)
+	}
 	return c, func() { cancel(); closeLog() }, nil
 }
 

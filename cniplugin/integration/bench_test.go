@@ -17,10 +17,12 @@ import (
 	"github.com/nicpool/nicpool/e2e/fixtures"
 )
 
-// BenchmarkPluginAddDel is one pod interface's life as the nicpool binary sees it: the
-// main plugin execs it for ADD and later for DEL, each a round trip to the real ipamd,
-// which writes the pool and the SpiderEndpoint to the real API server. It reports the
-// plugin's own CPU per exec beside the wall time of the pair.
+// BenchmarkPluginAddDel is one pod interface's life as the plugin sees it: the main
+// plugin execs it for ADD and later for DEL, each a round trip to the real ipamd, which
+// writes the pool and the SpiderEndpoint to the real API server. It reports the
+// plugin's own CPU per exec beside the wall time of the pair: for the front (nicpool,
+// as installed), whose calls ipamd runs, and for nicpool-cni run directly, as the front
+// hands calls to it.
 func BenchmarkPluginAddDel(b *testing.B) {
 	ctx := context.Background()
 	fixtures.CreatePool(b, suite.env.Client, fixtures.Pool("bench-pool", "10.77.30.0/24", []string{"10.77.30.10-10.77.30.250"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.30.1")))
@@ -32,9 +34,13 @@ func BenchmarkPluginAddDel(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer suite.env.Client.Delete(ctx, obj)
-	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"bench-net","type":"macvlan","ipam":{"type":"nicpool","default_ipv4_ippool":["bench-pool"],"log_file_path":%q}}`,
-		cniplugin.LogDir+"/"+logName)
-	plugin := filepath.Join(suite.binDir, "nicpool")
+	conf := `{"cniVersion":"1.1.0","name":"bench-net","type":"macvlan","ipam":{"type":"nicpool","default_ipv4_ippool":["bench-pool"]}}`
+	for _, name := range []string{"nicpool", "nicpool-cni"} {
+		b.Run(name, func(b *testing.B) { benchAddDel(b, filepath.Join(suite.binDir, name), conf, obj) })
+	}
+}
+
+func benchAddDel(b *testing.B, plugin, conf string, obj *corev1.Pod) {
 	var cpu float64
 	run := func(verb, container string) {
 		cmd := exec.Command(plugin)
@@ -60,7 +66,7 @@ func BenchmarkPluginAddDel(b *testing.B) {
 	}
 	i := 0
 	for b.Loop() {
-		container := fmt.Sprintf("bench-%d", i)
+		container := fmt.Sprintf("bench-%s-%d", filepath.Base(plugin), i)
 		i++
 		run("ADD", container)
 		run("DEL", container)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/fixtures"
@@ -246,7 +247,9 @@ func TestStatusFailsWhenThePoolIsExhausted(t *testing.T) {
 func TestWhileIPAMDIsDown(t *testing.T) {
 	defer dumpLog(t)
 	fixtures.CreatePool(t, suite.env.Client, fixtures.Pool("down-pool", "10.77.7.0/24", []string{"10.77.7.10-10.77.7.20"}, fixtures.VersionOfSubnet, fixtures.Gateway("10.77.7.1")))
-	nw := newNetwork(t, "down-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"down-pool"}})
+	// The log file makes nicpool-cni serve every call of this network (see
+	// TestFrontHandsOff), so the test can read what the plugin logged.
+	nw := newNetwork(t, "down-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"down-pool"}, "log_file_path": cniplugin.LogDir + "/" + logName})
 	p := newPod(t, "down-a", nil)
 	addr := addressOf(t, nw.mustAdd(t, p)).Addr().String()
 

@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/ledger"
@@ -146,7 +145,6 @@ func newNetwork(t *testing.T, name, cniVersion string, ipam map[string]any) *net
 	full := map[string]any{
 		"type":                  "nicpool",
 		"ipam_unix_socket_path": api.DefaultSocketPath,
-		"log_file_path":         cniplugin.LogDir + "/" + logName,
 		"log_level":             "debug",
 	}
 	for k, v := range ipam {

@@ -93,17 +93,23 @@ func setup(s *testenv.Setup) error {
 }
 
 // installPlugins puts the plugins a runtime would find in its CNI bin directory: the
-// nicpool binary built from this checkout, under its own name and as spiderpool (as
-// ipamd's DaemonSet installs it), and the real macvlan plugin from bin/.
+// front built from this checkout, under its own name and as spiderpool, with
+// nicpool-cni beside it (as ipamd's DaemonSet installs them), and the real macvlan
+// plugin from bin/.
 func installPlugins(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	root := testenv.RepoRoot()
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "nicpool"), "./cmd/nicpool")
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "nicpool-cni"), "./cmd/nicpool")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("build the nicpool plugin: %w\n%s", err, out)
+	}
+	front := exec.Command("cc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", filepath.Join(dir, "nicpool"), "cniplugin/front/nicpool.c")
+	front.Dir = root
+	if out, err := front.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the plugin's front: %w\n%s", err, out)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "nicpool"))
 	if err != nil {

@@ -10,6 +10,9 @@
 //	POST /v1/check     CheckRequest     → CheckResponse      (CNI CHECK)
 //	POST /v1/gc        GCRequest        → GCResponse         (CNI GC)
 //	POST /v1/status    StatusRequest    → StatusResponse     (CNI STATUS)
+//	POST /v1/cni       a call of the plugin's front (cniplugin.DecodeForwarded)
+//	                   → 200, the plugin's stdout and stderr, HeaderExit and HeaderStdout;
+//	                     421 when nicpool-cni must run the call (cniplugin.HandOff)
 //	GET  /healthz                       → 200 "ok"
 //
 // A request may say how long its caller waits for the answer in the header
@@ -28,7 +31,15 @@ const (
 	PathCheck    = "/v1/check"
 	PathGC       = "/v1/gc"
 	PathStatus   = "/v1/status"
+	PathCNI      = "/v1/cni"
 	PathHealthz  = "/healthz"
+)
+
+// The headers of PathCNI's answer: the plugin's exit code, and how many bytes of the
+// body are its stdout (the rest is its stderr). cniplugin/front/nicpool.c reads them.
+const (
+	HeaderExit   = "Nicpool-Exit"
+	HeaderStdout = "Nicpool-Stdout"
 )
 
 // HeaderTimeout is the request header saying how long, in milliseconds, the caller

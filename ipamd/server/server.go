@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/service"
 )
@@ -27,6 +29,7 @@ func Handler(svc *service.Service, ready func() bool) http.Handler {
 	handle(mux, api.PathCheck, ready, svc.Check)
 	handle(mux, api.PathGC, ready, svc.GC)
 	handle(mux, api.PathStatus, ready, svc.Status)
+	mux.HandleFunc(api.PathCNI, forwarded(&local{svc: svc, ready: ready}))
 	mux.HandleFunc(api.PathHealthz, func(w http.ResponseWriter, _ *http.Request) {
 		if !ready() {
 			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
@@ -44,7 +47,7 @@ func handle[Req, Resp any](mux *http.ServeMux, path string, ready func() bool, f
 			return
 		}
 		if !ready() {
-			writeError(w, &api.Error{Code: api.CodeTryAgainLater, Message: "ipamd is starting: its caches are not synced yet"})
+			writeError(w, errStarting)
 			return
 		}
 		req := new(Req)
@@ -53,15 +56,13 @@ func handle[Req, Resp any](mux *http.ServeMux, path string, ready func() bool, f
 			writeError(w, &api.Error{Code: api.CodeDecodingFailure, Message: "undecodable " + path + " request", Details: err.Error()})
 			return
 		}
-		ctx, cancel := patience(r)
-		defer cancel()
-		resp, err := fn(ctx, req)
+		var wait time.Duration
+		if ms, err := strconv.ParseInt(r.Header.Get(api.HeaderTimeout), 10, 64); err == nil && ms > 0 && ms <= int64(time.Hour/time.Millisecond) {
+			wait = time.Duration(ms) * time.Millisecond
+		}
+		resp, err := call(r.Context(), wait, fn, req)
 		if err != nil {
-			var ae *api.Error
-			if !errors.As(err, &ae) {
-				ae = &api.Error{Code: api.CodeInternal, Message: "ipamd failed", Details: err.Error()}
-			}
-			writeError(w, ae)
+			writeError(w, err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -69,15 +70,106 @@ func handle[Req, Resp any](mux *http.ServeMux, path string, ready func() bool, f
 	})
 }
 
-// patience is the request's context, ending a little before its caller gives up when
-// the caller said when (api.HeaderTimeout): the answer must reach it in time.
-func patience(r *http.Request) (context.Context, context.CancelFunc) {
-	ms, err := strconv.ParseInt(r.Header.Get(api.HeaderTimeout), 10, 64)
-	if err != nil || ms <= 0 || ms > int64(time.Hour/time.Millisecond) {
-		return context.WithCancel(r.Context())
+// call runs one verb of the service. wait is how long its caller waits for the answer
+// (0: not said); the verb's context ends a little before, so that the answer reaches
+// the caller in time. Every error is an *api.Error.
+func call[Req, Resp any](ctx context.Context, wait time.Duration, fn func(context.Context, *Req) (*Resp, error), req *Req) (*Resp, *api.Error) {
+	var cancel context.CancelFunc
+	if wait > 0 {
+		ctx, cancel = context.WithTimeout(ctx, wait-min(wait/5, 2*time.Second))
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
 	}
-	wait := time.Duration(ms) * time.Millisecond
-	return context.WithTimeout(r.Context(), wait-min(wait/5, 2*time.Second))
+	defer cancel()
+	resp, err := fn(ctx, req)
+	if err != nil {
+		var ae *api.Error
+		if !errors.As(err, &ae) {
+			ae = &api.Error{Code: api.CodeInternal, Message: "ipamd failed", Details: err.Error()}
+		}
+		return nil, ae
+	}
+	return resp, nil
+}
+
+// local is the service as the CNI plugin's code sees ipamd when ipamd runs it for a
+// call of the front: the same verbs, readiness and errors as on the socket, without
+// the HTTP and JSON between them.
+type local struct {
+	svc   *service.Service
+	ready func() bool
+}
+
+var errStarting = &api.Error{Code: api.CodeTryAgainLater, Message: "ipamd is starting: its caches are not synced yet"}
+
+// localCall is call for the plugin's code: the caller's wait is its context's deadline.
+func localCall[Req, Resp any](ctx context.Context, l *local, fn func(context.Context, *Req) (*Resp, error), req *Req) (*Resp, error) {
+	if !l.ready() {
+		return nil, errStarting
+	}
+	var wait time.Duration
+	if deadline, ok := ctx.Deadline(); ok {
+		wait = max(time.Until(deadline), time.Millisecond)
+	}
+	resp, err := call(ctx, wait, fn, req)
+	if err != nil {
+		return nil, err // not a nil *api.Error in a non-nil error
+	}
+	return resp, nil
+}
+
+func (l *local) Allocate(ctx context.Context, req *api.AllocateRequest) (*api.AllocateResponse, error) {
+	return localCall(ctx, l, l.svc.Allocate, req)
+}
+
+func (l *local) Release(ctx context.Context, req *api.ReleaseRequest) (*api.ReleaseResponse, error) {
+	return localCall(ctx, l, l.svc.Release, req)
+}
+
+func (l *local) Check(ctx context.Context, req *api.CheckRequest) (*api.CheckResponse, error) {
+	return localCall(ctx, l, l.svc.Check, req)
+}
+
+func (l *local) GC(ctx context.Context, req *api.GCRequest) (*api.GCResponse, error) {
+	return localCall(ctx, l, l.svc.GC, req)
+}
+
+func (l *local) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
+	return localCall(ctx, l, l.svc.Status, req)
+}
+
+// forwarded serves api.PathCNI: a CNI call of the front, run by the plugin's own code
+// with ipamd as its ipamd. The answer is the plugin's stdout then its stderr; 421 hands
+// the call back to the front, which then runs nicpool-cni.
+func forwarded(ipamd cniplugin.IPAMD) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "use POST with a frame of the plugin's front", http.StatusMethodNotAllowed)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cniplugin.MaxForwarded))
+		if err != nil {
+			http.Error(w, "read the front's frame: "+err.Error(), http.StatusMisdirectedRequest)
+			return
+		}
+		f, err := cniplugin.DecodeForwarded(body)
+		if err != nil {
+			http.Error(w, "undecodable frame of the plugin's front: "+err.Error(), http.StatusMisdirectedRequest)
+			return
+		}
+		a, handOff := cniplugin.ServeForwarded(r.Context(), f, ipamd)
+		if handOff != nil {
+			http.Error(w, handOff.Error(), http.StatusMisdirectedRequest)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("Content-Length", strconv.Itoa(len(a.Stdout)+len(a.Stderr)))
+		h.Set(api.HeaderExit, strconv.Itoa(a.Exit))
+		h.Set(api.HeaderStdout, strconv.Itoa(len(a.Stdout)))
+		_, _ = w.Write(a.Stdout)
+		_, _ = w.Write(a.Stderr)
+	}
 }
 
 func writeError(w http.ResponseWriter, e *api.Error) {
