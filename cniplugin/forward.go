@@ -91,7 +91,19 @@ type Answer struct {
 }
 
 // HandOff says why ipamd does not run a forwarded call: the front runs nicpool-cni.
-type HandOff struct{ Reason string }
+type HandOff struct {
+	// Kind is one of the HandOff* constants, for metrics.
+	Kind   string
+	Reason string
+}
+
+// Why a forwarded call is handed off.
+const (
+	HandOffVersion = "version"  // VERSION or no verb: nicpool-cni answers them
+	HandOffLogFile = "log_file" // the network names log_file_path
+	HandOffSocket  = "socket"   // the network names another socket (or a refused one)
+	HandOffOther   = "other"    // anything else
+)
 
 func (h *HandOff) Error() string { return "handed to nicpool-cni: " + h.Reason }
 
@@ -105,20 +117,20 @@ type inIPAMD struct {
 	stderr io.Writer
 	pid    int
 	// handOff is why the call must be run by nicpool-cni, once begin finds it.
-	handOff string
+	handOff *HandOff
 }
 
 // handOffReason says why ipamd cannot run a call of this configuration as the plugin
 // would: its log is a host file the plugin appends to, or it names a socket other than
 // the one the front reached.
-func handOffReason(c *Config) string {
+func handOffReason(c *Config) *HandOff {
 	if c.LogFile != "" {
-		return "the network configuration names log_file_path, which the plugin writes itself"
+		return &HandOff{Kind: HandOffLogFile, Reason: "the network configuration names log_file_path, which the plugin writes itself"}
 	}
 	if rel, ok := beneath(RunDir, c.SocketPath); !ok || RunDir+"/"+rel != api.DefaultSocketPath {
-		return "the network configuration names a socket other than " + api.DefaultSocketPath
+		return &HandOff{Kind: HandOffSocket, Reason: "the network configuration names a socket other than " + api.DefaultSocketPath}
 	}
-	return ""
+	return nil
 }
 
 // ServeForwarded runs a forwarded call with ipamd as the plugin's ipamd, within ctx.
@@ -126,7 +138,7 @@ func handOffReason(c *Config) string {
 func ServeForwarded(ctx context.Context, f *Forwarded, ipamd IPAMD) (*Answer, *HandOff) {
 	switch f.Env["CNI_COMMAND"] {
 	case "", "VERSION":
-		return nil, &HandOff{Reason: "nicpool-cni answers VERSION and its own usage"}
+		return nil, &HandOff{Kind: HandOffVersion, Reason: "nicpool-cni answers VERSION and its own usage"}
 	}
 	var stdout, stderr bytes.Buffer
 	in := &inIPAMD{ipamd: ipamd, ctx: ctx, stderr: &stderr, pid: f.PID}
@@ -139,14 +151,14 @@ func ServeForwarded(ctx context.Context, f *Forwarded, ipamd IPAMD) (*Answer, *H
 		netns:  func(string) string { return f.NetNS },
 	}
 	e := call.serve(p.Funcs(), SupportedVersions, "")
-	if in.handOff != "" {
-		return nil, &HandOff{Reason: in.handOff}
+	if in.handOff != nil {
+		return nil, in.handOff
 	}
 	a := &Answer{}
 	if e != nil {
 		a.Exit = 1
 		if err := printError(&stdout, e); err != nil {
-			return nil, &HandOff{Reason: "the error could not be printed: " + err.Error()}
+			return nil, &HandOff{Kind: HandOffOther, Reason: "the error could not be printed: " + err.Error()}
 		}
 	}
 	a.Stdout, a.Stderr = stdout.Bytes(), stderr.Bytes()

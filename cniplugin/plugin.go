@@ -107,8 +107,8 @@ func (p *Plugin) begin(verb string, args *CmdArgs) (*call, func(), error) {
 		return nil, nil, conf.Refused
 	}
 	if p.in != nil {
-		if why := handOffReason(conf); why != "" {
-			p.in.handOff = why
+		if h := handOffReason(conf); h != nil {
+			p.in.handOff = h
 			return nil, nil, errHandOff
 		}
 	}

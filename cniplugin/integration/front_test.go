@@ -13,10 +13,22 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/e2e/fixtures"
+	"github.com/nicpool/nicpool/ipamd/metrics"
 )
+
+// cniCalls is nicpool_ipamd_cni_calls_total{verb, result} of the suite's ipamd.
+func cniCalls(t *testing.T, verb, result string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := metrics.CNICalls.WithLabelValues(verb, result).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
 
 // withoutNicpoolCNI runs fn with nicpool-cni missing from the CNI bin directory, so
 // that only what the front can do without it succeeds.
@@ -45,8 +57,13 @@ func TestFrontServesThroughIPAMD(t *testing.T) {
 	nw := newNetwork(t, "front-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"front-pool"}})
 	p := newPod(t, "front-a", nil)
 
+	served := cniCalls(t, "ADD", metrics.CNIServed)
+	logFile := cniCalls(t, "ADD", cniplugin.HandOffLogFile)
 	withoutNicpoolCNI(t, func() {
 		addr := addressOf(t, nw.mustAdd(t, p)).Addr().String()
+		if got := cniCalls(t, "ADD", metrics.CNIServed) - served; got != 1 {
+			t.Errorf("nicpool_ipamd_cni_calls_total{verb=ADD,result=served} grew by %v, want 1", got)
+		}
 		if a := allocations(t, "front-pool")[addr]; a.PodUID != string(p.obj.UID) || a.Interface != podInterface {
 			t.Fatalf("front-pool records %s as %+v, want pod %s's %s", addr, a, p.obj.Name, podInterface)
 		}
@@ -86,6 +103,9 @@ func TestFrontServesThroughIPAMD(t *testing.T) {
 			ipam.keys["default_ipv4_ippool"] = []string{"front-pool"}
 			_, err := newNetwork(t, "front-net", "1.1.0", ipam.keys).add(newPod(t, fmt.Sprintf("front-b%d", i), nil))
 			handedOff(ipam.what, err)
+		}
+		if got := cniCalls(t, "ADD", cniplugin.HandOffLogFile) - logFile; got != 1 {
+			t.Errorf("nicpool_ipamd_cni_calls_total{verb=ADD,result=log_file} grew by %v, want 1", got)
 		}
 		if n := len(allocations(t, "front-pool")); n != 0 {
 			t.Errorf("front-pool records %d addresses after the refused ADDs, want none", n)

@@ -63,11 +63,31 @@ var (
 		Name: "nicpool_ipamd_requests_waiting",
 		Help: "ADDs and DELs waiting for their turn: their pod's earlier request, or a work slot.",
 	})
+	CNICalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nicpool_ipamd_cni_calls_total",
+		Help: "CNI calls the plugin's front forwarded, by verb (ADD, DEL, CHECK, GC, STATUS, other) and result: served, or handed back to nicpool-cni because the network names log_file_path (log_file) or another socket (socket), or for another reason (version, undecodable, other).",
+	}, []string{"verb", "result"})
 	EndpointWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nicpool_ipamd_endpoint_writes_total",
 		Help: "SpiderEndpoint creates, updates and deletes, by result.",
 	}, []string{"verb", "result"})
 )
+
+// The results of CNICalls besides the hand-off kinds of cniplugin.HandOff.
+const (
+	CNIServed      = "served"
+	CNIUndecodable = "undecodable"
+)
+
+// CNIVerb is the verb label of CNICalls: a CNI verb, or "other" (the label's values
+// stay bounded whatever CNI_COMMAND held).
+func CNIVerb(command string) string {
+	switch command {
+	case "ADD", "DEL", "CHECK", "GC", "STATUS":
+		return command
+	}
+	return "other"
+}
 
 // FailureOutcome names why an allocation failed, from the CNI error code it returns.
 func FailureOutcome(err error) string {
@@ -99,6 +119,11 @@ func init() {
 	for _, o := range []string{OutcomeReleased, OutcomeKept, OutcomeNothing, OutcomeBusy, OutcomeError} {
 		Releases.WithLabelValues(o)
 	}
+	for _, v := range []string{"ADD", "DEL"} {
+		for _, r := range []string{CNIServed, "log_file", "socket"} {
+			CNICalls.WithLabelValues(v, r)
+		}
+	}
 	crmetrics.Registry.MustRegister(Allocations, AllocationDuration, AllocationPhase, Releases, ReleaseDuration,
-		EndpointWrites, Waiting)
+		EndpointWrites, Waiting, CNICalls)
 }

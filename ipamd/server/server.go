@@ -17,6 +17,7 @@ import (
 
 	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/metrics"
 	"github.com/nicpool/nicpool/ipamd/service"
 )
 
@@ -149,19 +150,24 @@ func forwarded(ipamd cniplugin.IPAMD) http.HandlerFunc {
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cniplugin.MaxForwarded))
 		if err != nil {
+			metrics.CNICalls.WithLabelValues("other", metrics.CNIUndecodable).Inc()
 			http.Error(w, "read the front's frame: "+err.Error(), http.StatusMisdirectedRequest)
 			return
 		}
 		f, err := cniplugin.DecodeForwarded(body)
 		if err != nil {
+			metrics.CNICalls.WithLabelValues("other", metrics.CNIUndecodable).Inc()
 			http.Error(w, "undecodable frame of the plugin's front: "+err.Error(), http.StatusMisdirectedRequest)
 			return
 		}
+		verb := metrics.CNIVerb(f.Env["CNI_COMMAND"])
 		a, handOff := cniplugin.ServeForwarded(r.Context(), f, ipamd)
 		if handOff != nil {
+			metrics.CNICalls.WithLabelValues(verb, handOff.Kind).Inc()
 			http.Error(w, handOff.Error(), http.StatusMisdirectedRequest)
 			return
 		}
+		metrics.CNICalls.WithLabelValues(verb, metrics.CNIServed).Inc()
 		h := w.Header()
 		h.Set("Content-Type", "application/octet-stream")
 		h.Set("Content-Length", strconv.Itoa(len(a.Stdout)+len(a.Stderr)))
