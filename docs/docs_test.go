@@ -342,14 +342,14 @@ func TestFlagReference(t *testing.T) {
 		{"nicpool-webhook", []string{set.Webhook, "-h"}},
 		{"nicpool-ipamd", []string{set.Ipamd, "-h"}},
 		// The init container's copy step; its usage exits 2, as a usage error does.
-		{"nicpool install", []string{set.Plugin, "install", "-h"}},
+		{"nicpool-cni install", []string{set.GoPlugin, "install", "-h"}},
 	} {
 		cmd := exec.Command(c.args[0], c.args[1:]...)
 		// The defaults of some flags come from the pod's environment.
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 		out, err := cmd.CombinedOutput()
 		var exit *exec.ExitError
-		if err != nil && (!errors.As(err, &exit) || c.section != "nicpool install") {
+		if err != nil && (!errors.As(err, &exit) || c.section != "nicpool-cni install") {
 			t.Fatalf("%v: %v\n%s", c.args, err, out)
 		}
 		table := flagTable(t, string(out))

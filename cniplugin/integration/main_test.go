@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -13,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nicpool/nicpool/cniplugin"
+	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/testenv"
 )
 
@@ -93,31 +93,14 @@ func setup(s *testenv.Setup) error {
 }
 
 // installPlugins puts the plugins a runtime would find in its CNI bin directory: the
-// front built from this checkout, under its own name and as spiderpool, with
-// nicpool-cni beside it (as ipamd's DaemonSet installs them), and the real macvlan
-// plugin from bin/.
+// plugin pair built from this checkout, installed as ipamd's DaemonSet installs it
+// (nicpool-cni, then the front as nicpool and spiderpool), and the real macvlan plugin
+// from bin/.
 func installPlugins(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if _, err := binaries.InstallPlugin(filepath.Join(filepath.Dir(dir), "built"), dir, cniplugin.Name, cniplugin.NameSpiderpool); err != nil {
 		return err
 	}
 	root := testenv.RepoRoot()
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "nicpool-cni"), "./cmd/nicpool")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build the nicpool plugin: %w\n%s", err, out)
-	}
-	front := exec.Command("cc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", filepath.Join(dir, "nicpool"), "cniplugin/front/nicpool.c")
-	front.Dir = root
-	if out, err := front.CombinedOutput(); err != nil {
-		return fmt.Errorf("build the plugin's front: %w\n%s", err, out)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "nicpool"))
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, cniplugin.NameSpiderpool), data, 0o755); err != nil {
-		return err
-	}
 	macvlan := filepath.Join(root, "bin", "macvlan")
 	if _, err := os.Stat(macvlan); err != nil {
 		return fmt.Errorf("the macvlan plugin is missing from bin/ (built by hack/tools): %w", err)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 
 	"github.com/nicpool/nicpool/cniplugin/install"
 	"github.com/nicpool/nicpool/e2e/testenv"
@@ -12,36 +13,96 @@ import (
 
 // Set is where each of nicpool's binaries was built.
 type Set struct {
-	// Plugin is the CNI plugin (cmd/nicpool), Ipamd the node daemon, Webhook the
-	// admission webhook and cluster controllers.
-	Plugin, Ipamd, Webhook string
+	// Plugin is the CNI plugin as a runtime executes it: the C front
+	// (cniplugin/front), installed as nicpool; GoPlugin is the Go plugin
+	// (cmd/nicpool-cni) installed beside it, which the front execs for what it does
+	// not serve itself. Ipamd is the node daemon, Webhook the admission webhook and
+	// cluster controllers.
+	Plugin, GoPlugin, Ipamd, Webhook string
 }
 
-// Build compiles cmd/nicpool, cmd/nicpool-ipamd and cmd/nicpool-webhook from this
-// checkout into dir, as `make build` does (static, trimmed, stripped): whatever is
-// measured is the code beside the test, never a stale bin/, and built as shipped. A
+// Build compiles the CNI plugin pair, cmd/nicpool-ipamd and cmd/nicpool-webhook from
+// this checkout into dir, as `make build` does (static, trimmed, stripped): whatever
+// is measured is the code beside the test, never a stale bin/, and built as shipped. A
 // binary linked with cgo starts through the dynamic loader and libc, which costs a
-// plugin run a few milliseconds the shipped plugin does not pay. The plugin is then
-// installed into dir/cni-bin as `nicpool install` installs it on a node, and Plugin
-// is that copy: executing the linker's output file itself costs more CPU per run on
-// some machines (1.4–2.2 ms on the 2-core development VM), which no node pays.
+// plugin run a few milliseconds the shipped plugin does not pay. The pair is then
+// installed into dir/cni-bin as `nicpool-cni install` installs it on a node, and
+// Plugin is that copy of the front: executing the linker's output file itself costs
+// more CPU per run on some machines (1.4–2.2 ms on the 2-core development VM), which
+// no node pays.
 func Build(dir string) (Set, error) {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", dir+string(filepath.Separator), "./cmd/nicpool", "./cmd/nicpool-ipamd", "./cmd/nicpool-webhook")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	cmd.Dir = testenv.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return Set{}, fmt.Errorf("go build ./cmd/nicpool ./cmd/nicpool-ipamd ./cmd/nicpool-webhook: %w\n%s", err, out)
-	}
-	cniBin := filepath.Join(dir, "cni-bin")
-	if err := os.MkdirAll(cniBin, 0o755); err != nil {
+	if err := goBuild(dir, "./cmd/nicpool-ipamd", "./cmd/nicpool-webhook"); err != nil {
 		return Set{}, err
 	}
-	if err := install.Install(filepath.Join(dir, "nicpool"), cniBin, "nicpool"); err != nil {
+	plugin, err := InstallPlugin(dir, filepath.Join(dir, "cni-bin"), install.Front)
+	if err != nil {
 		return Set{}, err
 	}
 	return Set{
-		Plugin:  filepath.Join(cniBin, "nicpool"),
-		Ipamd:   filepath.Join(dir, "nicpool-ipamd"),
-		Webhook: filepath.Join(dir, "nicpool-webhook"),
+		Plugin:   plugin,
+		GoPlugin: filepath.Join(dir, "cni-bin", install.GoPlugin),
+		Ipamd:    filepath.Join(dir, "nicpool-ipamd"),
+		Webhook:  filepath.Join(dir, "nicpool-webhook"),
 	}, nil
+}
+
+// FrontSource is the C front's one source file, FrontCFlags how `make build` compiles
+// it (the Makefile's FRONT_CFLAGS; manifests/dockerfile_test.go keeps the Makefile,
+// build/nicpool.Dockerfile and these equal): static, because the images have no libc
+// and a dynamically linked front would pay the loader on every CNI call.
+const FrontSource = "cniplugin/front/nicpool.c"
+
+// FrontCFlags are the C compiler's flags for the front.
+var FrontCFlags = []string{"-static", "-O2", "-Wall", "-Wextra", "-Werror"}
+
+// BuildPlugin builds the CNI plugin pair from this checkout into dir as `make build`
+// does: dir/nicpool-cni, the Go plugin, and dir/nicpool, its front, compiled with $CC
+// (default cc, as make's). It returns the Go plugin's path, what install.Install takes.
+func BuildPlugin(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := goBuild(dir, "./cmd/"+install.GoPlugin); err != nil {
+		return "", err
+	}
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	out := filepath.Join(dir, install.Front)
+	cmd := exec.Command(cc, slices.Concat(FrontCFlags, []string{"-o", out, FrontSource})...)
+	cmd.Dir = testenv.RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s: %w\n%s(the front needs a C compiler and static glibc: Debian's gcc and libc6-dev)", cmd, err, b)
+	}
+	return filepath.Join(dir, install.GoPlugin), nil
+}
+
+// InstallPlugin builds the plugin pair into dir (BuildPlugin) and installs it into
+// cniBin as the ipamd DaemonSet's init container does on a node: nicpool-cni, then
+// the front as each of names. It returns the front installed as names[0].
+func InstallPlugin(dir, cniBin string, names ...string) (string, error) {
+	goPlugin, err := BuildPlugin(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(cniBin, 0o755); err != nil {
+		return "", err
+	}
+	if err := install.Install(goPlugin, cniBin, names...); err != nil {
+		return "", err
+	}
+	return filepath.Join(cniBin, names[0]), nil
+}
+
+// goBuild builds the Go packages pkgs of this checkout into dir as the Makefile's
+// GO_BUILD does.
+func goBuild(dir string, pkgs ...string) error {
+	cmd := exec.Command("go", slices.Concat([]string{"build", "-trimpath", "-ldflags=-s -w", "-o", dir + string(filepath.Separator)}, pkgs)...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Dir = testenv.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %v: %w\n%s", pkgs, err, out)
+	}
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nicpool/nicpool/cniplugin"
+	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/cluster"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
@@ -26,15 +27,16 @@ import (
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
-// nicpoolCommands are built from this checkout for every run, so the stack never runs
-// a stale binary.
-var nicpoolCommands = []string{"nicpool", "nicpool-ipamd", "nicpool-webhook"}
+// nicpoolCommands are built from this checkout for every run, with the CNI plugin
+// pair (binaries.BuildPlugin), so the stack never runs a stale binary.
+var nicpoolCommands = []string{"nicpool-ipamd", "nicpool-webhook"}
 
 // cniPlugins are the tools of bin/ the nodes' Multus delegates to.
 var cniPlugins = []string{"multus", "macvlan", "bridge"}
 
 // buildNicpool builds nicpool's binaries into Dir/bin beside links to the CNI
-// plugins, the one directory the nodes' Multus finds every plugin in.
+// plugins, the one directory the nodes' Multus finds every plugin in: the plugin's
+// front as nicpool with nicpool-cni, which it execs, beside it.
 func (s *Stack) buildNicpool(ctx context.Context) error {
 	s.binDir = filepath.Join(s.Dir, "bin")
 	if err := os.MkdirAll(s.binDir, 0o755); err != nil {
@@ -51,6 +53,9 @@ func (s *Stack) buildNicpool(ctx context.Context) error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build nicpool: %w\n%s", err, out.String())
 	}
+	if _, err := binaries.BuildPlugin(s.binDir); err != nil {
+		return err
+	}
 	for _, p := range cniPlugins {
 		link := filepath.Join(s.binDir, p)
 		_ = os.Remove(link)
@@ -59,7 +64,8 @@ func (s *Stack) buildNicpool(ctx context.Context) error {
 		}
 	}
 	// The plugin also serves networks written for spiderpool, as ipamd's DaemonSet
-	// installs it under that name too.
+	// installs the front under that name too (the link's target is the front's file,
+	// so nicpool-cni is beside the executable it runs as).
 	link := filepath.Join(s.binDir, cniplugin.NameSpiderpool)
 	_ = os.Remove(link)
 	return os.Symlink(cniplugin.Name, link)

@@ -119,16 +119,17 @@ func TestClientUnreachable(t *testing.T) {
 	}
 }
 
-// The CNI plugin, which imports this package, starts once per CNI call: it must not
-// link net/http (and TLS with it) again, the bulk of its start-up once.
+// The Go CNI plugin, which imports this package, starts once per CNI call the front
+// hands it: it must not link net/http (and TLS with it) again, the bulk of its
+// start-up once.
 func TestPluginLinksNoNetHTTP(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "github.com/nicpool/nicpool/cmd/nicpool").CombinedOutput()
+	out, err := exec.Command("go", "list", "-deps", "github.com/nicpool/nicpool/cmd/nicpool-cni").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	for _, pkg := range strings.Fields(string(out)) {
 		if pkg == "net/http" || pkg == "crypto/tls" {
-			t.Errorf("cmd/nicpool links %s", pkg)
+			t.Errorf("cmd/nicpool-cni links %s", pkg)
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nicpool/nicpool/cniplugin"
+	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/cluster"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/operate/cli"
@@ -80,18 +81,13 @@ func setup(s *testenv.Setup) error {
 }
 
 // installPlugins puts in dir what a node of a migrated cluster has: nicpool's plugin
-// binary under the name spiderpool (as nicpool's DaemonSet installs it over
-// spiderpool's), and the real macvlan plugin.
+// pair, the front under the name spiderpool with nicpool-cni beside it (as nicpool's
+// DaemonSet installs it over spiderpool's), and the real macvlan plugin.
 func installPlugins(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if _, err := binaries.InstallPlugin(filepath.Join(filepath.Dir(dir), "built"), dir, cniplugin.NameSpiderpool); err != nil {
 		return err
 	}
 	root := testenv.RepoRoot()
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, cniplugin.NameSpiderpool), "./cmd/nicpool")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build the CNI plugin: %w\n%s", err, out)
-	}
 	macvlan := filepath.Join(root, "bin", "macvlan")
 	if _, err := os.Stat(macvlan); err != nil {
 		return fmt.Errorf("the macvlan plugin is missing from bin/ (make tools): %w", err)

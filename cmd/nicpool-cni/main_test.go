@@ -17,19 +17,26 @@ import (
 	"time"
 
 	"github.com/nicpool/nicpool/cniplugin/install"
+	"github.com/nicpool/nicpool/e2e/binaries"
 )
 
-// binary is the plugin built once for this package's tests and benchmarks.
-var binary string
+// The plugin pair built once for this package's tests and benchmarks, as `make
+// build` builds it (static, no symbol table) and installed as the init container
+// installs it (`nicpool-cni install`, run from the built Go plugin), so that the
+// benchmarks measure the binaries nodes run: binary is the front a runtime execs,
+// installed as nicpool, goBinary the Go plugin beside it.
+var binary, goBinary string
+
+// builtDir holds the pair as `make build` leaves it in bin/.
+var builtDir string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "nicpool-bin-")
 	if err != nil {
 		panic(err)
 	}
-	// Built as `make build` builds it (static, no symbol table) and installed as the
-	// init container installs it, so that the benchmarks measure the binary nodes run.
-	binary, err = buildInstalled(dir, ".", "nicpool")
+	builtDir = dir
+	binary, goBinary, err = buildInstalled(dir)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		panic(err)
@@ -56,18 +63,59 @@ func TestNoKubernetesInImportGraph(t *testing.T) {
 	}
 }
 
-// TestVersion is what a runtime sees when it asks the plugin what it speaks, under
-// either of the names it is installed as.
-func TestVersion(t *testing.T) {
-	spiderpool := filepath.Join(t.TempDir(), "spiderpool")
-	data, err := os.ReadFile(binary)
+// buildInstalled builds the pair into dir and installs it into dir/bin by running
+// `nicpool-cni install --dir=dir/bin` (the default name) from the build output, and
+// returns the installed front and Go plugin. Executing the linker's output itself
+// costs more on some machines than executing a copy of it (1.4–2.2 ms of CPU per run
+// on the 2-core development VM, the same page faults at a higher cost), which no
+// node pays.
+func buildInstalled(dir string) (front, goPlugin string, err error) {
+	built, err := binaries.BuildPlugin(dir)
 	if err != nil {
+		return "", "", err
+	}
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return "", "", err
+	}
+	if out, err := exec.Command(built, "install", "--dir="+bin).CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("nicpool-cni install: %w\n%s", err, out)
+	}
+	return filepath.Join(bin, install.Front), filepath.Join(bin, install.GoPlugin), nil
+}
+
+// The init container's command with no name installs the pair: the Go plugin as
+// nicpool-cni and the front as nicpool, and says so.
+func TestInstallDefaultsToThePair(t *testing.T) {
+	bin := t.TempDir()
+	out, err := exec.Command(filepath.Join(builtDir, install.GoPlugin), "install", "--dir="+bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nicpool-cni install: %v\n%s", err, out)
+	}
+	for _, n := range []string{"nicpool", "nicpool-cni"} {
+		want, _ := os.ReadFile(filepath.Join(builtDir, n))
+		got, err := os.ReadFile(filepath.Join(bin, n))
+		if err != nil || len(want) == 0 || !bytes.Equal(got, want) {
+			t.Errorf("%s was not installed as built (%v)", n, err)
+		}
+		if !strings.Contains(string(out), "installed "+filepath.Join(bin, n)) {
+			t.Errorf("the installer does not say it installed %s: %s", n, out)
+		}
+	}
+	if es, _ := os.ReadDir(bin); len(es) != 2 {
+		t.Errorf("the directory holds %d files, want the pair", len(es))
+	}
+}
+
+// TestVersion is what a runtime sees when it asks the plugin what it speaks, under
+// either of the names the front is installed as (the front hands VERSION to the Go
+// plugin), and from the Go plugin itself.
+func TestVersion(t *testing.T) {
+	dir := t.TempDir()
+	if err := install.Install(goBinary, dir, "nicpool", "spiderpool"); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(spiderpool, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, bin := range []string{binary, spiderpool} {
+	for _, bin := range []string{binary, filepath.Join(dir, "spiderpool"), goBinary} {
 		cmd := exec.Command(bin)
 		cmd.Env = []string{"CNI_COMMAND=VERSION"}
 		cmd.Stdin = strings.NewReader(`{"cniVersion":"1.1.0"}`)
@@ -82,20 +130,22 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// BenchmarkExecVersion measures what every CNI call pays before doing any work: exec,
-// runtime start, package initialisation, and one small answer. It reports the binary's
-// size beside it.
+// BenchmarkExecVersion measures what a CNI call the front hands to the Go plugin pays
+// before doing any work: the front's exec, its exec of nicpool-cni, the Go runtime's
+// start, package initialisation, and one small answer. It reports the front's size
+// beside it.
 func BenchmarkExecVersion(b *testing.B) {
 	benchmarkExec(b, binary, []string{"CNI_COMMAND=VERSION"}, `{"cniVersion":"1.1.0"}`, func(out []byte) bool {
 		return bytes.Contains(out, []byte("supportedVersions"))
 	})
 }
 
-// BenchmarkExecGo measures a Go program that does nothing, built and run as the plugin
-// is: the part of every exec of the plugin that any Go binary pays on this machine
-// (exec, the runtime's start, its threads and first page faults), which the plugin's
-// code cannot lower. The plugin's own cost is what BenchmarkExecVersion and
-// BenchmarkExecAdd report above it.
+// BenchmarkExecGo measures a Go program that does nothing, built and run as the Go
+// plugin is: the part of every exec of nicpool-cni that any Go binary pays on this
+// machine (exec, the runtime's start, its threads and first page faults), which the Go
+// plugin's code cannot lower, and which the front saves every call ipamd serves.
+// BenchmarkExecVersion and BenchmarkExecAddHandedOff report the Go plugin's calls
+// above it, BenchmarkExecAdd a call the front carries alone.
 func BenchmarkExecGo(b *testing.B) {
 	dir := b.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module empty\n\ngo 1.26\n"), 0o644); err != nil {
@@ -104,43 +154,39 @@ func BenchmarkExecGo(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	empty, err := buildInstalled(dir, dir, "empty")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, "empty.built"), ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	// Run from a copy written through the file system, as the plugin is installed.
+	data, err := os.ReadFile(filepath.Join(dir, "empty.built"))
 	if err != nil {
+		b.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, data, 0o755); err != nil {
 		b.Fatal(err)
 	}
 	benchmarkExec(b, empty, nil, "", func([]byte) bool { return true })
 }
 
-// buildInstalled builds the command in pkgDir as `make build` does and installs it
-// into dir/bin as `nicpool install` installs the plugin on a node (a copy written
-// through the file system), and returns the installed file. Executing the linker's
-// output itself costs more on some machines than executing a copy of it (1.4–2.2 ms
-// of CPU per run on the 2-core development VM, the same page faults at a higher
-// cost), which no node pays.
-func buildInstalled(dir, pkgDir, name string) (string, error) {
-	built := filepath.Join(dir, name+".built")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", built, ".")
-	build.Dir = pkgDir
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %w\n%s", name, err, out)
-	}
-	bin := filepath.Join(dir, "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		return "", err
-	}
-	if err := install.Install(built, bin, name); err != nil {
-		return "", err
-	}
-	return filepath.Join(bin, name), nil
+// BenchmarkExecAddHandedOff measures one CNI ADD as the runtime makes it, one process
+// per call, when ipamd does not serve it (an ipamd that answers /v1/cni with 404, as
+// one older than the front does): the front's exec, its POST, and the Go plugin's
+// whole call after it (CPU, page faults), the cost of every call before the front.
+func BenchmarkExecAddHandedOff(b *testing.B) {
+	benchmarkAdd(b, http.NotFound)
 }
 
-// BenchmarkExecAdd measures one CNI ADD as the runtime makes it, one process per call,
-// against a stand-in ipamd that answers at once: the plugin's whole cost per pod
-// interface (CPU, page faults), which on a busy node is CPU the pods' other work does
-// not get. CNI_NETNS names a file that exists, as a sandbox's namespace does on a node,
-// so that ADD checks it as there. It asserts only that each ADD printed its address.
-func BenchmarkExecAdd(b *testing.B) {
+// benchmarkAdd runs one CNI ADD per iteration, as the runtime makes it, against a
+// stand-in ipamd that answers at once: cni serves the front's POST /v1/cni, any other
+// path is an allocation (the Go plugin's request). Whatever the plugin costs per pod
+// interface is CPU the pods' other work does not get on a busy node. CNI_NETNS names
+// a file that exists, as a sandbox's namespace does on a node, so that ADD checks it
+// as there. It asserts only that each ADD printed its address.
+func benchmarkAdd(b *testing.B, cni http.HandlerFunc) {
 	run := b.TempDir()
 	netns := filepath.Join(run, "netns")
 	if err := os.WriteFile(netns, nil, 0o644); err != nil {
@@ -151,8 +197,12 @@ func BenchmarkExecAdd(b *testing.B) {
 		b.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/cni" {
+			cni(w, r)
+			return
+		}
 		_, _ = io.Copy(io.Discard, r.Body)
-		_, _ = io.WriteString(w, `{"interface":"eth0","ips":[{"address":"10.6.0.7/16","gateway":"10.6.0.1","pool":"default-v4"}]}`)
+		_, _ = io.WriteString(w, allocated)
 	})}
 	go func() { _ = srv.Serve(l) }()
 	b.Cleanup(func() { _ = srv.Close() })
@@ -161,6 +211,9 @@ func BenchmarkExecAdd(b *testing.B) {
 	conf := `{"cniVersion":"1.1.0","name":"bench","type":"macvlan","master":"eth0","ipam":{"type":"nicpool","ipam_unix_socket_path":"/run/nicpool/ipamd.sock","request_timeout":"2m0s"}}`
 	benchmarkExec(b, binary, env, conf, func(out []byte) bool { return bytes.Contains(out, []byte(`"10.6.0.7/16"`)) })
 }
+
+// allocated is the stand-in ipamd's answer to every allocation.
+const allocated = `{"interface":"eth0","ips":[{"address":"10.6.0.7/16","gateway":"10.6.0.1","pool":"default-v4"}]}`
 
 // benchmarkExec runs the program bin once per iteration and reports its CPU time, its
 // page faults and its binary's size; ok checks each run's stdout.

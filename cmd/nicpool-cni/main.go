@@ -1,0 +1,23 @@
+// Command nicpool-cni is the Go CNI IPAM plugin (type "nicpool"). Runtimes exec its
+// front, the small C program installed as nicpool and spiderpool (cniplugin/front),
+// which hands each call to ipamd over its socket and execs nicpool-cni, installed
+// beside it, for whatever it does not serve itself: nicpool-cni then serves the call
+// in full and forwards it to the node's ipamd. Run as `nicpool-cni install --dir=DIR
+// NAME...`, it copies itself and the front shipped beside it into a node's CNI bin
+// directory (the ipamd DaemonSet's init container; runtimes never pass arguments to a
+// plugin).
+package main
+
+import (
+	"os"
+
+	"github.com/nicpool/nicpool/cniplugin"
+	"github.com/nicpool/nicpool/cniplugin/install"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "install" {
+		os.Exit(install.Main(os.Args[2:], os.Stderr))
+	}
+	cniplugin.Main(cniplugin.PluginFuncs(), cniplugin.SupportedVersions, "nicpool CNI IPAM plugin (forwards to ipamd; see https://github.com/nicpool/nicpool)")
+}
