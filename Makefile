@@ -13,14 +13,21 @@ export PATH := $(BIN):$(PATH)
 NODE ?= standin
 NODE_DEPS := $(if $(filter kubelet,$(NODE)),tools-node images)
 
-# Binaries of nicpool itself: the CNI plugin, ipamd, the webhook (the images carry
+# Binaries of nicpool itself: the Go CNI plugin, ipamd, the webhook (the images carry
 # these three) and the kubectl plugin. The local cluster's command, nicpool-local, is
 # built by the targets that run it.
-CMDS := nicpool nicpool-ipamd nicpool-webhook kubectl-nicpool
+CMDS := nicpool-cni nicpool-ipamd nicpool-webhook kubectl-nicpool
 # How they are built: static, as build/*.Dockerfile builds them, because the images
 # carry these very binaries and have no libc (manifests/dockerfile_test.go checks both
 # lines agree).
 GO_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w"
+# The CNI plugin's front, bin/nicpool: one C file the runtime execs for every CNI call,
+# which execs bin/nicpool-cni beside it for what ipamd does not serve. Static for the
+# same reasons, and so that no call pays the dynamic loader; needs a C compiler and
+# static glibc (Debian: gcc, libc6-dev). build/nicpool.Dockerfile and the tests'
+# builder (e2e/binaries) compile it with these flags (manifests/dockerfile_test.go).
+FRONT_SRC    := cniplugin/front/nicpool.c
+FRONT_CFLAGS := -static -O2 -Wall -Wextra -Werror
 
 .PHONY: tools-runc all build local test e2e test-real bench bench-scale fuzz generate tools tools-node lint run up down clean help
 
@@ -38,9 +45,10 @@ tools-runc: ## build runc into bin/ (hack/images' tests run the images with it; 
 tools-node: ## build what real nodes run into bin/: kubelet, kube-proxy, kubectl, containerd, ctr, runc, CNI loopback
 	hack/tools/build.sh node
 
-build: ## build nicpool's binaries into bin/: nicpool (the CNI plugin), nicpool-ipamd, nicpool-webhook, kubectl-nicpool
+build: ## build nicpool's binaries into bin/: nicpool (the CNI plugin's front) and nicpool-cni (the Go plugin), nicpool-ipamd, nicpool-webhook, kubectl-nicpool
 	@mkdir -p $(BIN)
 	$(GO_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+	$(CC) $(FRONT_CFLAGS) -o $(BIN)/nicpool $(FRONT_SRC)
 
 # local: bin/nicpool-local, the command behind run, up and image-import.
 local:
@@ -115,6 +123,8 @@ IMAGE_REPO      ?= nicpool
 IMAGE_TAG       ?= dev
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 IMAGES          := nicpool nicpool-ipamd nicpool-webhook
+# The Go commands the images carry (the nicpool image carries nicpool-cni and the front).
+IMAGE_CMDS      := nicpool-cni nicpool-ipamd nicpool-webhook
 HOST_PLATFORM   := $(shell $(GO) env GOOS)/$(shell $(GO) env GOARCH)
 comma           := ,
 empty           :=
@@ -128,8 +138,26 @@ for p in $(IMAGE_PLATFORMS); do [ "$$p" = "$(HOST_PLATFORM)" ] || \
   GOOS=$${p%%/*} GOARCH=$${p#*/} $(GO_BUILD) -o $(BIN)/$${p//\//_}/$(1) $(2); done
 endef
 
-images: build ## build the images without Docker: dist/images/<image>.tar, OCI, multi-arch (IMAGE_REPO, IMAGE_TAG, IMAGE_PLATFORMS)
-	@for c in $(IMAGES); do $(call cross_build,$$c,./cmd/$$c); done
+# cross_front: bin/<os>_<arch>/nicpool, the front, for every platform but the host's,
+# with Debian's cross compiler for it (static glibc from its libc6-dev-<arch>-cross).
+# A missing compiler stops the build naming the packages to install (as root:
+# apt-get install ...); `make test` and `make test-real` build the host's only.
+define cross_front
+for p in $(IMAGE_PLATFORMS); do [ "$$p" = "$(HOST_PLATFORM)" ] && continue; \
+  case $$p in \
+    linux/arm64) cc=aarch64-linux-gnu-gcc pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross" ;; \
+    linux/amd64) cc=x86_64-linux-gnu-gcc pkgs="gcc-x86-64-linux-gnu libc6-dev-amd64-cross" ;; \
+    *) echo "make images: no C cross compiler known for $$p (the CNI plugin's front)"; exit 1 ;; \
+  esac; \
+  command -v $$cc >/dev/null || { echo "make images: $$cc is missing: the CNI plugin's front for $$p needs it; install the Debian packages $$pkgs (apt-get install $$pkgs), or set IMAGE_PLATFORMS=$(HOST_PLATFORM)"; exit 1; }; \
+  mkdir -p $(BIN)/$${p//\//_}; \
+  echo "$$cc $(FRONT_CFLAGS) -o $(BIN)/$${p//\//_}/nicpool $(FRONT_SRC)"; \
+  $$cc $(FRONT_CFLAGS) -o $(BIN)/$${p//\//_}/nicpool $(FRONT_SRC); done
+endef
+
+images: build ## build the images without Docker: dist/images/<image>.tar, OCI, multi-arch (IMAGE_REPO, IMAGE_TAG, IMAGE_PLATFORMS; other platforms need C cross compilers)
+	@$(cross_front)
+	@for c in $(IMAGE_CMDS); do $(call cross_build,$$c,./cmd/$$c); done
 	$(GO_BUILD) -o $(BIN)/pause ./hack/images/pause
 	@$(call cross_build,pause,./hack/images/pause)
 	$(GO) run ./hack/images/cmd -bin $(BIN) -out dist/images -repo $(IMAGE_REPO) -tag $(IMAGE_TAG) \
