@@ -1,9 +1,11 @@
 # syntax=docker/dockerfile:1
-# The CNI plugin `nicpool`. The container runtime runs it from the host's
-# /opt/cni/bin, so this image only carries it: the ipamd DaemonSet's init container
-# runs `nicpool install`, which copies the plugin into the host. No shell, no base.
-# `make images` builds the same layout without Docker (hack/images);
-# manifests/dockerfile_test.go keeps the two equal.
+# The CNI plugin: `nicpool-cni`, the Go plugin, and `nicpool`, its front (one C file,
+# cniplugin/front), which the runtime runs from the host's /opt/cni/bin and which execs
+# nicpool-cni from its own directory. This image only carries the pair: the ipamd
+# DaemonSet's init container runs `nicpool-cni install`, which copies both into the
+# host. No shell, no base. `make images` builds the same layout without Docker
+# (hack/images); manifests/dockerfile_test.go keeps the two equal, and both build
+# lines equal to the Makefile's.
 ARG GO_VERSION=1.26
 
 FROM golang:${GO_VERSION} AS build
@@ -12,11 +14,19 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/nicpool ./cmd/nicpool
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/nicpool-cni ./cmd/nicpool-cni
+
+# The front, static against glibc (the golang image is Debian with gcc and libc6-dev),
+# built for the platform of the image as the build stage is.
+FROM golang:${GO_VERSION} AS front
+WORKDIR /src
+COPY cniplugin/front/nicpool.c cniplugin/front/
+RUN mkdir /out && cc -static -O2 -Wall -Wextra -Werror -o /out/nicpool cniplugin/front/nicpool.c
 
 FROM scratch
-COPY --from=build /out/nicpool /opt/nicpool/nicpool
+COPY --from=build /out/nicpool-cni /opt/nicpool/nicpool-cni
+COPY --from=front /out/nicpool /opt/nicpool/nicpool
 LABEL org.opencontainers.image.title="nicpool" \
-      org.opencontainers.image.description="nicpool CNI IPAM plugin; the ipamd DaemonSet's init container installs it into the node's CNI bin directory" \
+      org.opencontainers.image.description="nicpool CNI IPAM plugin, the Go plugin nicpool-cni and its front nicpool; the ipamd DaemonSet's init container installs both into the node's CNI bin directory" \
       org.opencontainers.image.source="https://github.com/nicpool/nicpool"
-ENTRYPOINT ["/opt/nicpool/nicpool"]
+ENTRYPOINT ["/opt/nicpool/nicpool-cni"]

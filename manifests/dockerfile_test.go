@@ -23,6 +23,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/hack/images"
 )
@@ -32,6 +33,7 @@ import (
 type dockerfile struct {
 	base       string
 	buildLine  string // the build stage's `go build` command
+	frontLine  string // the C front's compile command (cc ...), if any
 	entrypoint []string
 	cmd        []string
 	user       string
@@ -45,6 +47,9 @@ type dockerfile struct {
 }
 
 var instructionRE = regexp.MustCompile(`^([A-Za-z]+)\s+(.*)$`)
+
+// frontRE finds a stage's compile command of the C front: `cc ...` up to its source.
+var frontRE = regexp.MustCompile(`^RUN .*?\b(cc .*` + regexp.QuoteMeta(binaries.FrontSource) + `)$`)
 
 // parseDockerfile reads the instructions of a Dockerfile's final stage. Instructions
 // it does not know fail the test, so that a new one is compared too.
@@ -79,6 +84,9 @@ func parseDockerfile(t *testing.T, file string) dockerfile {
 		if strings.Contains(l, " go build ") {
 			df.buildLine = l[strings.Index(l, "CGO_ENABLED"):]
 		}
+		if m := frontRE.FindStringSubmatch(l); m != nil {
+			df.frontLine = m[1]
+		}
 	}
 	for _, l := range lines[final:] {
 		m := instructionRE.FindStringSubmatch(l)
@@ -91,8 +99,8 @@ func parseDockerfile(t *testing.T, file string) dockerfile {
 			df.base = strings.Fields(args)[0]
 		case "COPY":
 			f := strings.Fields(args)
-			if len(f) != 3 || f[0] != "--from=build" || !strings.HasPrefix(f[1], "/out/") || !path.IsAbs(f[2]) || strings.HasSuffix(f[2], "/") {
-				t.Fatalf("%s: %q: compared are copies of one built binary to an absolute file path (COPY --from=build /out/<binary> /path/file)", file, l)
+			if len(f) != 3 || !strings.HasPrefix(f[0], "--from=") || !strings.HasPrefix(f[1], "/out/") || !path.IsAbs(f[2]) || strings.HasSuffix(f[2], "/") {
+				t.Fatalf("%s: %q: compared are copies of one built binary to an absolute file path (COPY --from=<stage> /out/<binary> /path/file)", file, l)
 			}
 			dest := strings.TrimPrefix(path.Clean(f[2]), "/")
 			// COPY makes the missing parents as root-owned 0755 directories and
@@ -222,12 +230,14 @@ func TestImagesWithoutDockerMatchTheDockerfiles(t *testing.T) {
 		other.Architecture = "amd64"
 	}
 	platforms := []v1.Platform{host, other}
-	var names, binaries []string
+	var names, bins []string
 	for _, im := range images.Product {
 		names = append(names, im.Name)
-		binaries = append(binaries, im.Binary)
+		for _, f := range im.Files() {
+			bins = append(bins, f.Binary)
+		}
 	}
-	binDir := staticBinaries(t, platforms, binaries)
+	binDir := staticBinaries(t, platforms, bins)
 	out := t.TempDir()
 	built, err := images.Build(images.Options{
 		BinDir: binDir, OutDir: out, Names: names,
@@ -360,6 +370,44 @@ func TestDockerfilesBuildAsTheMakefile(t *testing.T) {
 		if df.buildLine != want {
 			t.Errorf("%s builds with\n  %s\nthe Makefile with\n  %s", im.Name, df.buildLine, want)
 		}
+	}
+}
+
+// The CNI plugin's front is compiled the same way everywhere: by `make build`, by
+// build/nicpool.Dockerfile and by the tests' builder (e2e/binaries), from the one
+// source, static (the image has no libc).
+func TestFrontBuildsAsTheMakefile(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := regexp.MustCompile(`(?m)^FRONT_SRC\s*:=\s*(\S+)\s*$`).FindSubmatch(mk)
+	flags := regexp.MustCompile(`(?m)^FRONT_CFLAGS\s*:=\s*(.*?)\s*$`).FindSubmatch(mk)
+	if src == nil || flags == nil || !strings.Contains(string(mk), "$(CC) $(FRONT_CFLAGS) -o $(BIN)/nicpool $(FRONT_SRC)") {
+		t.Fatal("the Makefile has no FRONT_SRC, FRONT_CFLAGS and `$(CC) $(FRONT_CFLAGS) -o $(BIN)/nicpool $(FRONT_SRC)`")
+	}
+	if string(src[1]) != binaries.FrontSource || string(flags[1]) != strings.Join(binaries.FrontCFlags, " ") {
+		t.Errorf("the Makefile compiles %s with %s; e2e/binaries compiles %s with %s", src[1], flags[1], binaries.FrontSource, strings.Join(binaries.FrontCFlags, " "))
+	}
+	if !slices.Contains(binaries.FrontCFlags, "-static") {
+		t.Errorf("the front is compiled with %v: it must be static, the image has no libc", binaries.FrontCFlags)
+	}
+	var carriers []string
+	for _, im := range images.Product {
+		df := parseDockerfile(t, filepath.Join(testenv.RepoRoot(), "build", im.Name+".Dockerfile"))
+		if df.frontLine == "" {
+			continue
+		}
+		carriers = append(carriers, im.Name)
+		if want := "cc " + string(flags[1]) + " -o /out/nicpool " + string(src[1]); df.frontLine != want {
+			t.Errorf("%s compiles the front with\n  %s\nthe Makefile with\n  %s", im.Name, df.frontLine, want)
+		}
+		if !slices.Contains(im.Beside, "nicpool") {
+			t.Errorf("%s compiles the front but hack/images does not carry it (%v)", im.Name, im.Beside)
+		}
+	}
+	if !slices.Equal(carriers, []string{"nicpool"}) {
+		t.Errorf("the images that compile the front are %v; want the plugin's image, nicpool", carriers)
 	}
 }
 

@@ -105,11 +105,7 @@ func Build(opts Options) ([]Built, error) {
 		case ref == "":
 			ref = opts.Repo + "/" + im.Name + ":" + opts.Tag
 		}
-		binaries := map[string]string{}
-		for _, p := range platforms {
-			binaries[p.String()] = BinaryPath(opts.BinDir, p, im.Binary)
-		}
-		idx, err := im.Index(platforms, binaries, opts.Created)
+		idx, err := im.Index(platforms, opts.BinDir, opts.Created)
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", im.Name, err)
 		}
@@ -171,12 +167,13 @@ func BinaryPath(binDir string, p v1.Platform, binary string) string {
 	return filepath.Join(binDir, dir, binary)
 }
 
-// Index is the image for every platform, each built from binaries[platform.String()].
-func (im Image) Index(platforms []v1.Platform, binaries map[string]string, created time.Time) (v1.ImageIndex, error) {
+// Index is the image for every platform, each built from the binaries of binDir for
+// that platform (BinaryPath).
+func (im Image) Index(platforms []v1.Platform, binDir string, created time.Time) (v1.ImageIndex, error) {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	var adds []mutate.IndexAddendum
 	for _, p := range platforms {
-		img, err := im.ForPlatform(p, binaries[p.String()], created)
+		img, err := im.ForPlatform(p, binDir, created)
 		if err != nil {
 			return nil, err
 		}
@@ -185,16 +182,23 @@ func (im Image) Index(platforms []v1.Platform, binaries map[string]string, creat
 	return mutate.AppendManifests(idx, adds...), nil
 }
 
-// ForPlatform is the image for platform p, carrying the binary at binary.
-func (im Image) ForPlatform(p v1.Platform, binary string, created time.Time) (v1.Image, error) {
-	if err := CheckStatic(binary, p); err != nil {
-		return nil, err
+// ForPlatform is the image for platform p, carrying the binaries of binDir for p.
+func (im Image) ForPlatform(p v1.Platform, binDir string, created time.Time) (v1.Image, error) {
+	var files []layerFile
+	var copies []string
+	for _, f := range im.Files() {
+		binary := BinaryPath(binDir, p, f.Binary)
+		if err := CheckStatic(binary, p); err != nil {
+			return nil, err
+		}
+		data, err := os.ReadFile(binary)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, layerFile{f.Path, data})
+		copies = append(copies, fmt.Sprintf("COPY %s %s", f.Binary, f.Path))
 	}
-	data, err := os.ReadFile(binary)
-	if err != nil {
-		return nil, err
-	}
-	layerTar, err := fileLayer(im.Path, data, created)
+	layerTar, err := fileLayer(files, created)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +214,7 @@ func (im Image) ForPlatform(p v1.Platform, binary string, created time.Time) (v1
 		MediaType: types.OCILayer,
 		History: v1.History{
 			Created:   v1.Time{Time: created},
-			CreatedBy: fmt.Sprintf("COPY %s %s # hack/images", im.Binary, im.Path),
+			CreatedBy: strings.Join(copies, "; ") + " # hack/images",
 		},
 	})
 	if err != nil {
@@ -232,27 +236,41 @@ func (im Image) ForPlatform(p v1.Platform, binary string, created time.Time) (v1
 	return mutate.ConfigFile(img, cfg)
 }
 
-// fileLayer is a layer tar holding data as an executable at file, with its parent
+// layerFile is one executable of a layer: its absolute path and content.
+type layerFile struct {
+	path string
+	data []byte
+}
+
+// fileLayer is a layer tar holding each file as an executable, with their parent
 // directories, owned by root, as a Dockerfile's COPY makes them.
-func fileLayer(file string, data []byte, mtime time.Time) ([]byte, error) {
+func fileLayer(files []layerFile, mtime time.Time) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	rel := strings.TrimPrefix(path.Clean(file), "/")
-	parts := strings.Split(rel, "/")
-	for i := 1; i < len(parts); i++ {
+	dirs := map[string]bool{}
+	for _, f := range files {
+		rel := strings.TrimPrefix(path.Clean(f.path), "/")
+		parts := strings.Split(rel, "/")
+		for i := 1; i < len(parts); i++ {
+			dir := strings.Join(parts[:i], "/") + "/"
+			if dirs[dir] {
+				continue
+			}
+			dirs[dir] = true
+			if err := tw.WriteHeader(&tar.Header{
+				Typeflag: tar.TypeDir, Name: dir, Mode: 0o755, ModTime: mtime,
+			}); err != nil {
+				return nil, err
+			}
+		}
 		if err := tw.WriteHeader(&tar.Header{
-			Typeflag: tar.TypeDir, Name: strings.Join(parts[:i], "/") + "/", Mode: 0o755, ModTime: mtime,
+			Typeflag: tar.TypeReg, Name: rel, Mode: 0o755, Size: int64(len(f.data)), ModTime: mtime,
 		}); err != nil {
 			return nil, err
 		}
-	}
-	if err := tw.WriteHeader(&tar.Header{
-		Typeflag: tar.TypeReg, Name: rel, Mode: 0o755, Size: int64(len(data)), ModTime: mtime,
-	}); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return nil, err
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err
@@ -286,7 +304,7 @@ func CheckStatic(binary string, p v1.Platform) error {
 	}
 	for _, prog := range f.Progs {
 		if prog.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is %w: build it with CGO_ENABLED=0 (as `make build` does)", binary, ErrNotStatic)
+			return fmt.Errorf("%s is %w: build it static, as `make build` does (Go with CGO_ENABLED=0, C with -static)", binary, ErrNotStatic)
 		}
 	}
 	return nil

@@ -59,8 +59,25 @@ func TestBuildRefusesBinariesTheImageCannotRun(t *testing.T) {
 	}
 	// Other platforms' binaries are looked for where `make images` cross-builds them.
 	_, err = images.Build(images.Options{BinDir: binDir, OutDir: t.TempDir(), Names: []string{"nicpool"}, Platforms: []string{other.String()}})
-	if want := filepath.Join(binDir, other.OS+"_"+other.Architecture, "nicpool"); err == nil || !strings.Contains(err.Error(), want) {
+	if want := filepath.Join(binDir, other.OS+"_"+other.Architecture, "nicpool-cni"); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("no %s binary: got %v, want an error naming %s", other, err, want)
+	}
+}
+
+// The plugin's image carries the Go plugin and its front side by side: the front
+// execs nicpool-cni from its own directory. Without the front there is no image.
+func TestPluginImageNeedsTheFront(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(binDir, "nicpool-cni"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nicpool-cni"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = images.Build(images.Options{BinDir: dir, OutDir: t.TempDir(), Names: []string{"nicpool"}, Platforms: []string{images.HostPlatform().String()}})
+	if want := filepath.Join(dir, "nicpool"); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("no front: got %v, want an error naming %s", err, want)
 	}
 }
 

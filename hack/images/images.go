@@ -1,12 +1,13 @@
 // Package images builds nicpool's container images without Docker or a registry: each
-// image is one layer holding a static binary at the path its Dockerfile (build/) puts
-// it, with the Dockerfile's entrypoint, user and labels, for every platform asked for,
+// image is one layer holding its static binaries at the paths its Dockerfile (build/)
+// puts them, with the Dockerfile's entrypoint, user and labels, for every platform asked for,
 // written as an OCI image-layout tarball that `ctr images import`, `kind load
 // image-archive` and `docker load` accept.
 package images
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 )
@@ -20,6 +21,10 @@ type Image struct {
 	Binary string
 	// Path is where the image holds the binary; it is also the entrypoint.
 	Path string
+	// Beside are more files of the binaries directory the image carries, in Path's
+	// directory under their own names (the CNI plugin's front, which execs the Go
+	// plugin from the directory of its own executable).
+	Beside []string
 	// User is the image's USER ("" runs as root).
 	User string
 	// Description is the image's org.opencontainers.image.description label.
@@ -36,9 +41,10 @@ const Source = "https://github.com/nicpool/nicpool"
 var Product = []Image{
 	{
 		Name:        "nicpool",
-		Binary:      "nicpool",
-		Path:        "/opt/nicpool/nicpool",
-		Description: "nicpool CNI IPAM plugin; the ipamd DaemonSet's init container installs it into the node's CNI bin directory",
+		Binary:      "nicpool-cni",
+		Path:        "/opt/nicpool/nicpool-cni",
+		Beside:      []string{"nicpool"},
+		Description: "nicpool CNI IPAM plugin, the Go plugin nicpool-cni and its front nicpool; the ipamd DaemonSet's init container installs both into the node's CNI bin directory",
 	},
 	{
 		Name:        "nicpool-ipamd",
@@ -82,6 +88,19 @@ func Lookup(name string) (Image, error) {
 		names = append(names, im.Name)
 	}
 	return Image{}, fmt.Errorf("unknown image %q: want one of %s", name, strings.Join(names, ", "))
+}
+
+// File is one binary of an image: the file Binary of the binaries directory, held at
+// Path.
+type File struct{ Binary, Path string }
+
+// Files are the binaries the image carries, the entrypoint's first.
+func (im Image) Files() []File {
+	files := []File{{im.Binary, im.Path}}
+	for _, b := range im.Beside {
+		files = append(files, File{b, path.Join(path.Dir(im.Path), b)})
+	}
+	return files
 }
 
 // Entrypoint is the image's ENTRYPOINT.

@@ -20,6 +20,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/nicpool/nicpool/cniplugin/install"
+	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/hack/images"
 	"github.com/nicpool/nicpool/manifests"
@@ -51,9 +53,15 @@ func TestMain(m *testing.M) {
 func buildImages(dir string) error {
 	bin := filepath.Join(dir, "bin")
 	binDir = bin
+	// The plugin's image carries the pair, built by the one helper that builds it.
+	if _, err := binaries.BuildPlugin(bin); err != nil {
+		return err
+	}
 	pkgs := map[string]string{"pause": "./hack/images/pause"}
 	for _, im := range images.Product {
-		pkgs[im.Binary] = "./cmd/" + im.Binary
+		if im.Binary != install.GoPlugin {
+			pkgs[im.Binary] = "./cmd/" + im.Binary
+		}
 	}
 	for binary, pkg := range pkgs {
 		// The flags of the Makefile's GO_BUILD, so that `make test` reuses what
@@ -254,7 +262,9 @@ func (r runc) run(t *testing.T, dir string) (string, int) {
 
 // The ipamd DaemonSet's init container, run from the plugin's image as the manifests
 // say (command, user, read-only root, no capabilities), leaves in the node's CNI bin
-// directory a plugin that the runtime can execute: the static binary answers VERSION.
+// directory the plugin pair, which the runtime can execute: the Go plugin as
+// nicpool-cni and the front under every name the command gives, each answering
+// VERSION (the front through the Go plugin beside it).
 func TestInitContainerInstallsThePluginUnderRunc(t *testing.T) {
 	r := newRunc(t)
 	objs, err := manifests.Render(filepath.Join(testenv.RepoRoot(), "manifests", "base"))
@@ -296,7 +306,7 @@ func TestInitContainerInstallsThePluginUnderRunc(t *testing.T) {
 	for _, e := range entries {
 		installed = append(installed, e.Name())
 	}
-	if want := ic.Command[3:]; strings.Join(installed, " ") != strings.Join(slices.Sorted(slices.Values(want)), " ") {
+	if want := append([]string{install.GoPlugin}, ic.Command[3:]...); strings.Join(installed, " ") != strings.Join(slices.Sorted(slices.Values(want)), " ") {
 		t.Errorf("the init container installed %v; its command names %v\n%s", installed, want, out)
 	}
 	for _, e := range entries {

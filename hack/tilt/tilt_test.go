@@ -326,11 +326,15 @@ func TestKindModeBuildsImagesAndAppliesTheOverlay(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		binary := filepath.Base(img.Ref)
-		if !strings.Contains(string(df), "./cmd/"+binary+"\n") {
-			t.Errorf("%s does not build ./cmd/%s", img.Dockerfile, binary)
+		im, err := images.Lookup(filepath.Base(img.Ref))
+		if err != nil {
+			t.Error(err)
+			continue
 		}
-		exists(t, "command of "+img.Ref, filepath.Join("cmd", binary))
+		if !strings.Contains(string(df), "./cmd/"+im.Binary+"\n") {
+			t.Errorf("%s does not build ./cmd/%s", img.Dockerfile, im.Binary)
+		}
+		exists(t, "command of "+img.Ref, filepath.Join("cmd", im.Binary))
 	}
 	checkImages(t, used, built)
 	checkResources(t, r, objs, workloads)
@@ -412,6 +416,10 @@ func TestKubeletModeBuildsImagesWithoutDocker(t *testing.T) {
 			if !slices.Contains(cb.Deps, f) {
 				t.Errorf("custom_build %s does not watch %s", cb.Ref, f)
 			}
+		}
+		// The C front is built from its own folder, which no Go package imports.
+		if slices.Contains(im.Beside, "nicpool") && !slices.ContainsFunc(cb.Deps, func(d string) bool { return d == "cniplugin/front" || strings.HasPrefix("cniplugin/front", d+"/") }) {
+			t.Errorf("custom_build %s: a change in cniplugin/front/ does not rebuild the image", cb.Ref)
 		}
 	}
 	checkImages(t, used, built)
