@@ -18,7 +18,8 @@ import (
 // the CNI library's skel package, and answers as skel does (same checks, codes and
 // messages). skel links a regular-expression engine compiled at every start, a netns
 // library and the log package: for a process the runtime starts for every CNI call,
-// that start-up was a measurable share of its CPU (see BenchmarkExecAdd in cmd/nicpool).
+// that start-up was a measurable share of its CPU (see BenchmarkExecAddHandedOff in
+// cmd/nicpool-cni).
 
 // CmdArgs is one CNI call: the CNI_* environment the runtime sets and the network
 // configuration it writes on stdin.
