@@ -83,8 +83,12 @@ func Install(goPlugin, dir string, names ...string) error {
 	}
 	front := filepath.Join(filepath.Dir(goPlugin), Front)
 	for _, src := range []string{goPlugin, front} {
-		if st, err := os.Stat(src); err != nil || !st.Mode().IsRegular() {
-			return fmt.Errorf("%s is missing or not a file (%v): the plugin ships as the pair %s and %s in one directory", src, err, GoPlugin, Front)
+		st, err := os.Stat(src)
+		if err == nil && !st.Mode().IsRegular() {
+			err = errors.New("not a regular file")
+		}
+		if err != nil {
+			return fmt.Errorf("%s is missing: the plugin ships as the pair %s and %s in one directory: %w", src, GoPlugin, Front, err)
 		}
 	}
 	if err := installOne(goPlugin, dir, GoPlugin); err != nil {
