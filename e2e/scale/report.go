@@ -36,8 +36,8 @@ func (r *Result) Lines() []string {
 				writes/ok, writes, conflicts, r.API.WriteBreakdown(), r.API.Events()),
 			fmt.Sprintf("bytes sent: %s per allocation (%s in all); largest write %s (%s); largest object stored: %s %s, %s",
 				bytesText(r.API.BodyBytes()/ok), bytesText(r.API.BodyBytes()), bodyRange(low, high), res, r.Largest.Resource, r.Largest.Name, bytesText(float64(r.Largest.Bytes))),
-			fmt.Sprintf("watch events of nicpool's objects: %.2f per allocation (%s per allocation), summed over watchers: %s; %s",
-				events/ok, bytesText(eventBytes/ok), r.API.WatchBreakdown(), bookmarkText(r.API, ok)))
+			fmt.Sprintf("watch events of nicpool's objects: %.2f per allocation (%s per allocation), summed over watchers: %s; %s; counted once they stopped growing, %s after the other counters",
+				events/ok, bytesText(eventBytes/ok), r.API.WatchBreakdown(), bookmarkText(r.API, ok), r.WatchWait.Round(100*time.Millisecond)))
 	}
 	lines = append(lines, fmt.Sprintf("CPU: kube-apiserver %s, etcd %s, the %d ipamd %.1f s, plugin execs %.1f s (%s), this harness %.1f s%s; largest ipamd peak RSS %s; load average %s",
 		apiCPU, etcdCPU, s.Nodes, r.IpamdCPU, r.PluginCPU, perExec(r.PluginCPU, r.PluginExecs), r.HarnessCPU, harnessPerExec(r.HarnessCPU, r.PluginExecs), bytesText(float64(r.IpamdPeakRSS)), r.Load))
