@@ -18,6 +18,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/nicpool/nicpool/cniplugin"
+	"github.com/nicpool/nicpool/cniplugin/install"
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/e2e/local"
 	"github.com/nicpool/nicpool/e2e/testenv"
@@ -283,3 +285,39 @@ func lineOf(output, id string) string {
 	}
 	return ""
 }
+
+var _ = describeFor(local.NodeKubelet, "the CNI plugin's front on a real node", func() {
+	It("is installed with nicpool-cni beside it and serves ADD and DEL through ipamd: pods start and go with nicpool-cni gone from the node", func(ctx SpecContext) {
+		node := stack.Kubelets[0]
+		bin := node.HostPath("/opt/cni/bin")
+		for _, name := range []string{install.Front, cniplugin.NameSpiderpool, install.GoPlugin} {
+			Expect(filepath.Join(bin, name)).To(BeARegularFile(), "the init container installs %s into the node's /opt/cni/bin", name)
+		}
+
+		By("taking nicpool-cni out of " + node.Name() + "'s /opt/cni/bin: only the front and ipamd can serve")
+		full, hidden := filepath.Join(bin, install.GoPlugin), filepath.Join(node.Root(), install.GoPlugin+".hidden")
+		Expect(os.Rename(full, hidden)).To(Succeed())
+		DeferCleanup(func() { Expect(os.Rename(hidden, full)).To(Succeed()) })
+
+		ns := newNamespace(ctx, "front")
+		pinnedPods(ctx, ns, "front", node.Name(), 3)
+		runningPods(ctx, ns, map[string]string{"batch": "front"}, 3)
+		for i := range 3 {
+			Expect(allocationsOf(ctx, fmt.Sprintf("%s/front-%d", ns, i))).To(HaveLen(1))
+		}
+
+		By("deleting the pods: the kubelet's DELs go through the front too")
+		Expect(stack.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns))).To(Succeed())
+		Eventually(func(g Gomega) int {
+			pods := &corev1.PodList{}
+			g.Expect(stack.Client.List(ctx, pods, client.InNamespace(ns))).To(Succeed())
+			return len(pods.Items)
+		}).WithContext(ctx).Should(BeZero(), "every pod finished terminating")
+		for i := range 3 {
+			Eventually(func() []string {
+				return allocationsOf(ctx, fmt.Sprintf("%s/front-%d", ns, i))
+			}).WithContext(ctx).Should(BeEmpty())
+		}
+		checkInvariants(ctx)
+	})
+})
