@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/nicpool/nicpool/cniplugin/install"
 	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/server"
 )
 
 // The plugin pair built once for this package's tests and benchmarks, as `make
@@ -200,12 +200,7 @@ func BenchmarkExecAdd(b *testing.B) {
 			http.Error(w, handOff.Error(), http.StatusMisdirectedRequest)
 			return
 		}
-		// ipamd's answer (ipamd/api.PathCNI): stdout then stderr, the exit code and
-		// stdout's length in headers.
-		w.Header().Set(api.HeaderExit, strconv.Itoa(a.Exit))
-		w.Header().Set(api.HeaderStdout, strconv.Itoa(len(a.Stdout)))
-		_, _ = w.Write(a.Stdout)
-		_, _ = w.Write(a.Stderr)
+		server.WriteAnswer(w, a)
 	})
 }
 

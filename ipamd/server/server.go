@@ -168,14 +168,21 @@ func forwarded(ipamd cniplugin.IPAMD) http.HandlerFunc {
 			return
 		}
 		metrics.CNICalls.WithLabelValues(verb, metrics.CNIServed).Inc()
-		h := w.Header()
-		h.Set("Content-Type", "application/octet-stream")
-		h.Set("Content-Length", strconv.Itoa(len(a.Stdout)+len(a.Stderr)))
-		h.Set(api.HeaderExit, strconv.Itoa(a.Exit))
-		h.Set(api.HeaderStdout, strconv.Itoa(len(a.Stdout)))
-		_, _ = w.Write(a.Stdout)
-		_, _ = w.Write(a.Stderr)
+		WriteAnswer(w, a)
 	}
+}
+
+// WriteAnswer writes api.PathCNI's answer for a call ipamd ran: the plugin's stdout
+// then its stderr, with its exit code and stdout's length in headers, as the front
+// (cniplugin/front/nicpool.c) reads them.
+func WriteAnswer(w http.ResponseWriter, a *cniplugin.Answer) {
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Length", strconv.Itoa(len(a.Stdout)+len(a.Stderr)))
+	h.Set(api.HeaderExit, strconv.Itoa(a.Exit))
+	h.Set(api.HeaderStdout, strconv.Itoa(len(a.Stdout)))
+	_, _ = w.Write(a.Stdout)
+	_, _ = w.Write(a.Stderr)
 }
 
 func writeError(w http.ResponseWriter, e *api.Error) {
