@@ -22,12 +22,13 @@ CMDS := nicpool-cni nicpool-ipamd nicpool-webhook kubectl-nicpool
 # lines agree).
 GO_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w"
 # The CNI plugin's front, bin/nicpool: one C file the runtime execs for every CNI call,
-# which execs bin/nicpool-cni beside it for what ipamd does not serve. Static for the
-# same reasons, and so that no call pays the dynamic loader; needs a C compiler and
-# static glibc (Debian: gcc, libc6-dev). build/nicpool.Dockerfile and the tests'
-# builder (e2e/binaries) compile it with these flags (manifests/dockerfile_test.go).
+# which execs bin/nicpool-cni beside it for what ipamd does not serve. Static and
+# without a C library (its own _start and system calls, x86_64 and aarch64), so that
+# no call pays a dynamic loader or a C library's start-up; needs a C compiler only
+# (Debian: gcc). build/nicpool.Dockerfile and the tests' builder (e2e/binaries)
+# compile it with these flags (manifests/dockerfile_test.go).
 FRONT_SRC    := cniplugin/front/nicpool.c
-FRONT_CFLAGS := -static -O2 -Wall -Wextra -Werror
+FRONT_CFLAGS := -static -nostdlib -ffreestanding -fno-stack-protector -O2 -Wall -Wextra -Werror
 
 .PHONY: tools-runc all build local test e2e test-real bench bench-scale fuzz generate tools tools-node lint run up down clean help
 
@@ -139,14 +140,14 @@ for p in $(IMAGE_PLATFORMS); do [ "$$p" = "$(HOST_PLATFORM)" ] || \
 endef
 
 # cross_front: bin/<os>_<arch>/nicpool, the front, for every platform but the host's,
-# with Debian's cross compiler for it (static glibc from its libc6-dev-<arch>-cross).
+# with Debian's cross compiler for it (no C library for the target is needed).
 # A missing compiler stops the build naming the packages to install (as root:
 # apt-get install ...); `make test` and `make test-real` build the host's only.
 define cross_front
 for p in $(IMAGE_PLATFORMS); do [ "$$p" = "$(HOST_PLATFORM)" ] && continue; \
   case $$p in \
-    linux/arm64) cc=aarch64-linux-gnu-gcc pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross" ;; \
-    linux/amd64) cc=x86_64-linux-gnu-gcc pkgs="gcc-x86-64-linux-gnu libc6-dev-amd64-cross" ;; \
+    linux/arm64) cc=aarch64-linux-gnu-gcc pkgs="gcc-aarch64-linux-gnu" ;; \
+    linux/amd64) cc=x86_64-linux-gnu-gcc pkgs="gcc-x86-64-linux-gnu" ;; \
     *) echo "make images: no C cross compiler known for $$p (the CNI plugin's front)"; exit 1 ;; \
   esac; \
   command -v $$cc >/dev/null || { echo "make images: $$cc is missing: the CNI plugin's front for $$p needs it; install the Debian packages $$pkgs (apt-get install $$pkgs), or set IMAGE_PLATFORMS=$(HOST_PLATFORM)"; exit 1; }; \

@@ -16,12 +16,12 @@ COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/nicpool-cni ./cmd/nicpool-cni
 
-# The front, static against glibc (the golang image is Debian with gcc and libc6-dev),
+# The front, static and without a C library (the golang image is Debian with gcc),
 # built for the platform of the image as the build stage is.
 FROM golang:${GO_VERSION} AS front
 WORKDIR /src
 COPY cniplugin/front/nicpool.c cniplugin/front/
-RUN mkdir /out && cc -static -O2 -Wall -Wextra -Werror -o /out/nicpool cniplugin/front/nicpool.c
+RUN mkdir /out && cc -static -nostdlib -ffreestanding -fno-stack-protector -O2 -Wall -Wextra -Werror -o /out/nicpool cniplugin/front/nicpool.c
 
 FROM scratch
 COPY --from=build /out/nicpool-cni /opt/nicpool/nicpool-cni
