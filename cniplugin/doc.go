@@ -10,9 +10,10 @@
 // Two binaries are installed side by side in the node's CNI bin directory:
 //
 //   - nicpool (and its copy spiderpool) is the front, cniplugin/front/nicpool.c: a
-//     static C program with no language runtime. The runtime starts a plugin for every
-//     CNI call, and starting Go's runtime costs more CPU than the call itself (an empty
-//     Go program costs about twice the whole front; ipamd/README has the figures).
+//     static C program with no language runtime and no C library. The runtime starts
+//     a plugin for every CNI call, and starting Go's runtime costs more CPU than the
+//     call itself (an empty Go program costs about five times the whole front;
+//     ipamd/README has the figures).
 //   - nicpool-cni is this package's binary (cmd/nicpool-cni).
 //
 // For every verb but VERSION, the front reads stdin (up to 1 MiB) and the CNI_*
