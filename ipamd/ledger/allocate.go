@@ -150,8 +150,10 @@ const (
 
 // pick chooses the block for one allocation and reserves room in it.
 func (l *Ledger) pick(ctx context.Context, ps *poolState, v *poolView, where reach) (candidate, bool) {
+	// The cache's blocks of this node with a free address; the full ones are left out,
+	// except those of which this process has a newer copy (below).
 	var list ipamv1alpha1.IPBlockList
-	_ = l.opts.Cache.List(ctx, &list, client.MatchingFields{IndexBlockPool: ps.name}, client.UnsafeDisableDeepCopy)
+	_ = l.opts.Cache.List(ctx, &list, client.MatchingFields{IndexBlockRoom: ps.name}, client.UnsafeDisableDeepCopy)
 	cached := make(map[string]*ipamv1alpha1.IPBlock, len(list.Items))
 	for i := range list.Items {
 		if b := &list.Items[i]; b.Spec.Node == l.opts.Node {
@@ -159,14 +161,23 @@ func (l *Ledger) pick(ctx context.Context, ps *poolState, v *poolView, where rea
 		}
 	}
 	ps.mu.Lock()
-	if !ps.cursor.IsValid() {
-		ps.cursor = lastHandedOut(cached)
+	started := ps.cursor.IsValid()
+	ps.mu.Unlock()
+	if !started {
+		last := l.lastHandedOut(ctx, ps.name)
+		ps.mu.Lock()
+		if !ps.cursor.IsValid() {
+			ps.cursor = last
+		}
+		ps.mu.Unlock()
 	}
+	ps.mu.Lock()
 	cursor := ps.cursor
 	if l.opts.Order == allocator.Lowest {
 		cursor = netip.Addr{} // every own block, from the lowest
 	}
-	// Blocks the cache has not heard of yet (just claimed) or does not hold (other nodes').
+	// Blocks the cache has not heard of yet (just claimed), does not hold (other
+	// nodes') or holds as full while this process has a newer copy.
 	var extra []*queue
 	for name, q := range ps.known {
 		if cached[name] == nil {
@@ -194,12 +205,18 @@ func (l *Ledger) pick(ctx context.Context, ps *poolState, v *poolView, where rea
 		}
 	}
 	for name, c := range cached {
-		if c.Status.Free > 0 || l.queueIfAny(name) != nil {
-			consider(l.queue(ps.name, name, cidrOf(c)), c)
-		}
+		consider(l.queue(ps.name, name, cidrOf(c)), c)
 	}
 	for _, q := range extra {
-		consider(q, nil)
+		if !q.hasCopy() {
+			continue // the cache's copy is the newest, and it has no room
+		}
+		// The cache's copy (full, or none yet) decides whether this process's is newer.
+		var c *ipamv1alpha1.IPBlock
+		if b := (&ipamv1alpha1.IPBlock{}); l.opts.Cache.Get(ctx, client.ObjectKey{Name: q.name}, b, client.UnsafeDisableDeepCopy) == nil && b.Spec.Node == l.opts.Node {
+			c = b
+		}
+		consider(q, c)
 	}
 	sort.Slice(own, func(i, j int) bool { return own[i].cidr.Addr().Less(own[j].cidr.Addr()) })
 	// Other nodes' blocks in an order of this node's own: its borrowings in flight go to
@@ -229,10 +246,16 @@ func borrowRank(node, blockName string) uint64 {
 }
 
 // lastHandedOut is where a restarted process continues: the highest address its
-// blocks handed out last.
-func lastHandedOut(blocks map[string]*ipamv1alpha1.IPBlock) netip.Addr {
+// blocks of the pool handed out last.
+func (l *Ledger) lastHandedOut(ctx context.Context, pool string) netip.Addr {
+	var list ipamv1alpha1.IPBlockList
+	_ = l.opts.Cache.List(ctx, &list, client.MatchingFields{IndexBlockPool: pool}, client.UnsafeDisableDeepCopy)
 	var last netip.Addr
-	for _, b := range blocks {
+	for i := range list.Items {
+		b := &list.Items[i]
+		if b.Spec.Node != l.opts.Node {
+			continue
+		}
 		if a, err := netip.ParseAddr(b.Status.LastAllocated); err == nil && last.Less(a) {
 			last = a
 		}
@@ -264,6 +287,14 @@ func (q *queue) bestLocked(cached *ipamv1alpha1.IPBlock) *ipamv1alpha1.IPBlock {
 		return cached
 	}
 	return q.latest
+}
+
+// hasCopy reports whether this process holds a copy of the block that may be newer
+// than its cache's.
+func (q *queue) hasCopy() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.latest != nil
 }
 
 // unreserve gives back what reserve took.

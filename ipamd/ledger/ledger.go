@@ -42,6 +42,10 @@ const (
 	IndexBlockPool = "spec.pool"
 	// IndexBlockPodUID indexes IPBlocks by the pod UIDs of their records.
 	IndexBlockPodUID = "status.allocations.podUid"
+	// IndexBlockRoom indexes IPBlocks with a free address by spec.pool: where an
+	// allocation looks first, without reading every block its node holds (a node of a
+	// large pool holds hundreds, nearly all full).
+	IndexBlockRoom = "spec.pool.room"
 )
 
 // Indexer is the part of a controller-runtime cache that registers indexes.
@@ -56,7 +60,16 @@ func Indexes(ctx context.Context, idx Indexer) error {
 	if err := ClusterIndexes(ctx, idx); err != nil {
 		return err
 	}
-	err := idx.IndexField(ctx, &ipamv1alpha1.IPBlock{}, IndexBlockPodUID, func(o client.Object) []string {
+	err := idx.IndexField(ctx, &ipamv1alpha1.IPBlock{}, IndexBlockRoom, func(o client.Object) []string {
+		if b := o.(*ipamv1alpha1.IPBlock); b.Status.Free > 0 {
+			return []string{b.Spec.Pool}
+		}
+		return nil
+	})
+	if err != nil && !alreadyIndexed(err) {
+		return err
+	}
+	err = idx.IndexField(ctx, &ipamv1alpha1.IPBlock{}, IndexBlockPodUID, func(o client.Object) []string {
 		b := o.(*ipamv1alpha1.IPBlock)
 		var out []string
 		for _, rec := range b.Status.Allocations {
