@@ -211,13 +211,25 @@ func (c *Counters) Events() float64 {
 // WriteBreakdown lists the writes by resource and verb, with their 409s, largest
 // count first.
 func (c *Counters) WriteBreakdown() string {
+	return c.breakdown(func(k RequestKey) bool { return mutating(k.Verb) && !housekeeping(k.Resource) })
+}
+
+// ReadBreakdown lists the reads (GET and LIST, not WATCH) by resource and verb, largest
+// count first: what the nodes read directly rather than from their caches.
+func (c *Counters) ReadBreakdown() string {
+	return c.breakdown(func(k RequestKey) bool { return (k.Verb == "GET" || k.Verb == "LIST") && !housekeeping(k.Resource) })
+}
+
+// breakdown lists the requests that keep selects by resource and verb, with their
+// 409s, largest count first.
+func (c *Counters) breakdown(keep func(RequestKey) bool) string {
 	type row struct {
 		name         string
 		n, conflicts float64
 	}
 	rows := map[string]*row{}
 	for k, v := range c.Requests {
-		if !mutating(k.Verb) || housekeeping(k.Resource) {
+		if !keep(k) {
 			continue
 		}
 		name := k.Resource

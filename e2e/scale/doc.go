@@ -29,7 +29,8 @@
 //	go tool pprof "http://ADDRESS/debug/pprof/profile?seconds=30"
 //
 // NICPOOL_SCALE_PROFILE=DIR writes profiles into DIR by itself: CPU profiles of
-// kube-apiserver and of the first ipamd from the first ADD on, for
+// kube-apiserver and of the first ipamd from the first ADD on (or
+// NICPOOL_SCALE_PROFILE_AFTER later, a Go duration), for
 // NICPOOL_SCALE_PROFILE_SECONDS (default 30), and the goroutines of any ipamd that
 // left an ADD unanswered for NICPOOL_SCALE_PROFILE_SLOW (default 20s; once per ipamd).
 package scale

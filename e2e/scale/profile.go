@@ -19,7 +19,8 @@ import (
 // Profiles of a run, asked for with NICPOOL_SCALE_PROFILE=<directory>: a CPU profile
 // of kube-apiserver and one of the first ipamd, taken from the first ADD on for
 // NICPOOL_SCALE_PROFILE_SECONDS (default 30, at most 55: the API server ends a
-// request after 60 s), and the goroutines of an ipamd one of whose ADDs has gone
+// request after 60 s), beginning NICPOOL_SCALE_PROFILE_AFTER later (a Go duration,
+// default none: a long run's later phases), and the goroutines of an ipamd one of whose ADDs has gone
 // unanswered for NICPOOL_SCALE_PROFILE_SLOW (default 20 s; once per node). Files are
 // named after the scenario.
 
@@ -28,6 +29,7 @@ import (
 type profiler struct {
 	dir, name string
 	seconds   int
+	after     time.Duration // the CPU profiles begin this long after the first ADD
 	slow      time.Duration // an ADD unanswered this long has its ipamd's goroutines written down
 	env       *testenv.Env
 	nodes     []*binaries.Ipamd
@@ -35,7 +37,8 @@ type profiler struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	dumped map[int]bool
-	closed bool // wait has begun: nothing more starts
+	closed bool          // wait has begun: nothing more starts
+	stop   chan struct{} // closed by wait: CPU profiles not begun are not taken
 	notes  []string
 }
 
@@ -62,6 +65,13 @@ func newProfiler(env *testenv.Env, w *world, s Scenario) (*profiler, error) {
 		}
 		p.slow = d
 	}
+	if text, ok := os.LookupEnv("NICPOOL_SCALE_PROFILE_AFTER"); ok {
+		d, err := time.ParseDuration(text)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("NICPOOL_SCALE_PROFILE_AFTER=%q: give a Go duration such as 2m", text)
+		}
+		p.after = d
+	}
 	return p, os.MkdirAll(p.dir, 0o755)
 }
 
@@ -70,7 +80,11 @@ func (p *profiler) start(ctx context.Context) {
 	if p.dir == "" {
 		return
 	}
+	p.stop = make(chan struct{})
 	p.wg.Go(func() {
+		if !p.sleep(ctx) {
+			return
+		}
 		cfg := rest.CopyConfig(p.env.Config)
 		cfg.Timeout = time.Duration(p.seconds+30) * time.Second
 		cs, err := kubernetes.NewForConfig(cfg)
@@ -85,9 +99,27 @@ func (p *profiler) start(ctx context.Context) {
 	})
 	if len(p.nodes) > 0 && p.nodes[0].Pprof != "" {
 		p.wg.Go(func() {
+			if !p.sleep(ctx) {
+				return
+			}
 			p.note("ipamd 0 CPU profile", p.fetch(ctx, 0, fmt.Sprintf("profile?seconds=%d", p.seconds), "ipamd-0.cpu.pprof"))
 		})
 	}
+}
+
+// sleep waits p.after, noting the profile as not taken when the run ends first.
+func (p *profiler) sleep(ctx context.Context) bool {
+	if p.after == 0 {
+		return true
+	}
+	select {
+	case <-time.After(p.after):
+		return true
+	case <-ctx.Done():
+	case <-p.stop:
+	}
+	p.note("a CPU profile", fmt.Errorf("the run ended within NICPOOL_SCALE_PROFILE_AFTER=%s", p.after))
+	return false
 }
 
 // watch arranges for node n's goroutines to be written down if the ADD does not end
@@ -141,6 +173,9 @@ func (p *profiler) wait() []string {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+	if p.stop != nil {
+		close(p.stop)
+	}
 	p.wg.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()

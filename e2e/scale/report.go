@@ -34,6 +34,7 @@ func (r *Result) Lines() []string {
 		lines = append(lines,
 			fmt.Sprintf("API writes: %.2f per allocation (%.0f, %.0f answered 409): %s; plus %.0f Events",
 				writes/ok, writes, conflicts, r.API.WriteBreakdown(), r.API.Events()),
+			"API reads (GET and LIST): "+r.API.ReadBreakdown(),
 			fmt.Sprintf("bytes sent: %s per allocation (%s in all); largest write %s (%s); largest object stored: %s %s, %s",
 				bytesText(r.API.BodyBytes()/ok), bytesText(r.API.BodyBytes()), bodyRange(low, high), res, r.Largest.Resource, r.Largest.Name, bytesText(float64(r.Largest.Bytes))),
 			fmt.Sprintf("watch events of nicpool's objects: %.2f per allocation (%s per allocation), summed over watchers: %s; %s; counted once they stopped growing, %s after the other counters",
@@ -96,8 +97,8 @@ func (r *Result) Windows(step int64) []string {
 }
 
 func (w Window) String() string {
-	return fmt.Sprintf("allocated %6d–%6d: %6.0f/s, %.2f writes, %s sent, %.1f watch events (%s) per allocation",
-		w.From, w.To, w.Rate, w.Writes, bytesText(w.Bytes), w.WatchEvents, bytesText(w.WatchBytes))
+	return fmt.Sprintf("allocated %6d–%6d: %6.0f/s, %.2f writes, %s sent, %.1f watch events (%s), %.2f ms of kube-apiserver CPU per allocation",
+		w.From, w.To, w.Rate, w.Writes, bytesText(w.Bytes), w.WatchEvents, bytesText(w.WatchBytes), w.APIServerCPU*1000)
 }
 
 // Metrics are the figures a benchmark reports with ReportMetric.

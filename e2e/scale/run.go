@@ -379,7 +379,9 @@ type Window struct {
 	From, To int64
 	// per allocation
 	Writes, Bytes, WatchEvents, WatchBytes float64
-	Rate                                   float64 // allocations per second
+	// APIServerCPU is kube-apiserver's CPU seconds per allocation.
+	APIServerCPU float64
+	Rate         float64 // allocations per second
 }
 
 // window computes the cost per allocation between the last sample at or below
@@ -402,7 +404,7 @@ func (r *Result) window(from, to int64) (Window, error) {
 	n := float64(hi.Allocated - lo.Allocated)
 	writes, _ := d.Writes()
 	ev, evb := d.Watch()
-	w := Window{From: lo.Allocated, To: hi.Allocated, Writes: writes / n, Bytes: d.BodyBytes() / n, WatchEvents: ev / n, WatchBytes: evb / n}
+	w := Window{From: lo.Allocated, To: hi.Allocated, Writes: writes / n, Bytes: d.BodyBytes() / n, WatchEvents: ev / n, WatchBytes: evb / n, APIServerCPU: d.APIServerCPU / n}
 	if secs := hi.Counters.At.Sub(lo.Counters.At).Seconds(); secs > 0 {
 		w.Rate = n / secs
 	}
