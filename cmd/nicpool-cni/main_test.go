@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,6 +109,27 @@ func TestInstallDefaultsToThePair(t *testing.T) {
 	}
 	if es, _ := os.ReadDir(bin); len(es) != 2 {
 		t.Errorf("the directory holds %d files, want the pair", len(es))
+	}
+}
+
+// TestFrontStartsWithoutALoader: the front, built as `make build` builds it, is an
+// executable the kernel runs as linked: static (no interpreter), not position
+// independent (a static PIE must relocate itself, and the front has no C library to
+// do it), with no dynamic section. A compiler that made anything else of
+// FRONT_CFLAGS would give a front that crashes on every CNI call.
+func TestFrontStartsWithoutALoader(t *testing.T) {
+	f, err := elf.Open(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Type != elf.ET_EXEC {
+		t.Errorf("the front is %v, want a static executable (%v)", f.Type, elf.ET_EXEC)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Errorf("the front has a %v segment: it must start without a dynamic loader or relocations", p.Type)
+		}
 	}
 }
 
