@@ -212,9 +212,9 @@ func (l *Ledger) pick(ctx context.Context, ps *poolState, v *poolView, where rea
 			continue // the cache's copy is the newest, and it has no room
 		}
 		// The cache's copy (full, or none yet) decides whether this process's is newer.
-		var c *ipamv1alpha1.IPBlock
-		if b := (&ipamv1alpha1.IPBlock{}); l.opts.Cache.Get(ctx, client.ObjectKey{Name: q.name}, b, client.UnsafeDisableDeepCopy) == nil && b.Spec.Node == l.opts.Node {
-			c = b
+		c, _ := l.cached(ctx, q)
+		if c != nil && c.Spec.Node != l.opts.Node {
+			c = nil
 		}
 		consider(q, c)
 	}

@@ -141,8 +141,7 @@ func (l *Ledger) current(ctx context.Context, q *queue) (*ipamv1alpha1.IPBlock, 
 	q.mu.Lock()
 	latest := q.latest
 	q.mu.Unlock()
-	cached := &ipamv1alpha1.IPBlock{}
-	err := l.opts.Cache.Get(ctx, client.ObjectKey{Name: q.name}, cached, client.UnsafeDisableDeepCopy)
+	cached, err := l.cached(ctx, q)
 	switch {
 	case err == nil:
 		return q.best(cached), nil
@@ -152,6 +151,16 @@ func (l *Ledger) current(ctx context.Context, q *queue) (*ipamv1alpha1.IPBlock, 
 		return latest, nil
 	}
 	return l.read(ctx, q)
+}
+
+// cached returns the cache's copy of q's block, shared with the cache: do not modify
+// it. The error is the cache's (NotFound when it holds none).
+func (l *Ledger) cached(ctx context.Context, q *queue) (*ipamv1alpha1.IPBlock, error) {
+	b := &ipamv1alpha1.IPBlock{}
+	if err := l.opts.Cache.Get(ctx, client.ObjectKey{Name: q.name}, b, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // read gets the block from the API server and remembers it.

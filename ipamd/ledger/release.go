@@ -113,10 +113,7 @@ func (l *Ledger) blocksOf(ctx context.Context, ps *poolState, v *poolView, owner
 // wrote when the cache has not caught up with it, else the cached one; nil when the
 // block is not this node's or this process knows no copy.
 func (l *Ledger) ownCopy(ctx context.Context, q *queue) *ipamv1alpha1.IPBlock {
-	cached := &ipamv1alpha1.IPBlock{}
-	if err := l.opts.Cache.Get(ctx, client.ObjectKey{Name: q.name}, cached, client.UnsafeDisableDeepCopy); err != nil {
-		cached = nil
-	}
+	cached, _ := l.cached(ctx, q)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	b := q.bestLocked(cached)
