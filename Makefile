@@ -12,6 +12,9 @@ export PATH := $(BIN):$(PATH)
 # default) or kubelet (real kubelet + containerd + runc nodes, nicpool from its images).
 NODE ?= standin
 NODE_DEPS := $(if $(filter kubelet,$(NODE)),tools-node images)
+# The local cluster's nodes are this machine: their images are built for its platform
+# alone (no cross compiler needed); `make images` builds every IMAGE_PLATFORMS entry.
+run up e2e: IMAGE_PLATFORMS = $(HOST_PLATFORM)
 
 # Binaries of nicpool itself: the Go CNI plugin, ipamd, the webhook (the images carry
 # these three) and the kubectl plugin. The local cluster's command, nicpool-local, is
@@ -22,15 +25,17 @@ CMDS := nicpool-cni nicpool-ipamd nicpool-webhook kubectl-nicpool
 # lines agree).
 GO_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w"
 # The CNI plugin's front, bin/nicpool: one C file the runtime execs for every CNI call,
-# which execs bin/nicpool-cni beside it for what ipamd does not serve. Static and
-# without a C library (its own _start and system calls, x86_64 and aarch64), so that
-# no call pays a dynamic loader or a C library's start-up; needs a C compiler only
-# (Debian: gcc). build/nicpool.Dockerfile and the tests' builder (e2e/binaries)
-# compile it with these flags (manifests/dockerfile_test.go).
+# which execs bin/nicpool-cni beside it for what ipamd does not serve. Static against
+# musl and not position independent (a plain static executable: no dynamic loader, no
+# relocations at start), so that no call pays a loader or glibc's start-up. FRONT_CC is
+# Debian's musl-gcc (musl-tools); `make front-deps` installs it. build/nicpool.Dockerfile
+# and the tests' builder (e2e/binaries) compile it with these flags
+# (manifests/dockerfile_test.go).
 FRONT_SRC    := cniplugin/front/nicpool.c
-FRONT_CFLAGS := -static -nostdlib -ffreestanding -fno-stack-protector -O2 -Wall -Wextra -Werror
+FRONT_CC     := musl-gcc
+FRONT_CFLAGS := -static -no-pie -s -O2 -Wall -Wextra -Werror
 
-.PHONY: tools-runc all build local test e2e test-real bench bench-scale fuzz generate tools tools-node lint run up down clean help
+.PHONY: front-deps tools-runc all build local test e2e test-real bench bench-scale fuzz generate tools tools-node lint run up down clean help
 
 all: build
 
@@ -46,10 +51,18 @@ tools-runc: ## build runc into bin/ (hack/images' tests run the images with it; 
 tools-node: ## build what real nodes run into bin/: kubelet, kube-proxy, kubectl, containerd, ctr, runc, CNI loopback
 	hack/tools/build.sh node
 
-build: ## build nicpool's binaries into bin/: nicpool (the CNI plugin's front) and nicpool-cni (the Go plugin), nicpool-ipamd, nicpool-webhook, kubectl-nicpool
+build: front-deps ## build nicpool's binaries into bin/: nicpool (the CNI plugin's front) and nicpool-cni (the Go plugin), nicpool-ipamd, nicpool-webhook, kubectl-nicpool
 	@mkdir -p $(BIN)
 	$(GO_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
-	$(CC) $(FRONT_CFLAGS) -o $(BIN)/nicpool $(FRONT_SRC)
+	$(FRONT_CC) $(FRONT_CFLAGS) -o $(BIN)/nicpool $(FRONT_SRC)
+
+# front-deps: what compiling the front needs, for the host and for every other platform
+# of FRONT_PLATFORMS (Debian's musl and cross compilers; qemu-user-static, which runs the
+# arm64 front in the tests): hack/front/deps.sh installs what is missing with apt-get
+# when run as root, and otherwise names the packages and stops.
+FRONT_PLATFORMS ?= $(HOST_PLATFORM)
+front-deps:
+	@hack/front/deps.sh $(FRONT_PLATFORMS)
 
 # local: bin/nicpool-local, the command behind run, up and image-import.
 local:
@@ -61,6 +74,8 @@ generate: tools ## regenerate deepcopy code and CRD YAML from crds/api
 	$(BIN)/controller-gen crd paths=./crds/api/... output:crd:artifacts:config=crds/yaml
 
 test: tools tools-runc build ## everything CI runs: vet, unit and integration tests against a real API server
+	@# The front's tests also run its arm64 build under qemu-user.
+	@hack/front/deps.sh $(HOST_PLATFORM) qemu
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GOTEST) -count=1 -timeout 40m ./...
@@ -110,7 +125,7 @@ e2e: tools $(NODE_DEPS) ## the end-to-end Ginkgo suite on the local cluster (NOD
 	NICPOOL_E2E_NODE=$(NODE) $(GOTEST) -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/suite/
 
 test-real: ## the end-to-end suite on real kubelet nodes (make e2e NODE=kubelet; images for this machine's platform only)
-	$(MAKE) e2e NODE=kubelet IMAGE_PLATFORMS=$(HOST_PLATFORM)
+	$(MAKE) e2e NODE=kubelet
 
 clean: ## remove built binaries and local state
 	rm -rf $(BIN) .local dist
@@ -140,23 +155,25 @@ for p in $(IMAGE_PLATFORMS); do [ "$$p" = "$(HOST_PLATFORM)" ] || \
 endef
 
 # cross_front: bin/<os>_<arch>/nicpool, the front, for every platform but the host's,
-# with Debian's cross compiler for it (no C library for the target is needed).
-# A missing compiler stops the build naming the packages to install (as root:
-# apt-get install ...); `make test` and `make test-real` build the host's only.
+# with Debian's musl for it driving its GNU cross compiler (<triple>-linux-musl-gcc;
+# linux/amd64, arm64, ppc64le and s390x are known). front-deps, which images runs
+# first, installs them as root (hack/front/deps.sh).
 define cross_front
 for p in $(IMAGE_PLATFORMS); do [ "$$p" = "$(HOST_PLATFORM)" ] && continue; \
   case $$p in \
-    linux/arm64) cc=aarch64-linux-gnu-gcc pkgs="gcc-aarch64-linux-gnu" ;; \
-    linux/amd64) cc=x86_64-linux-gnu-gcc pkgs="gcc-x86-64-linux-gnu" ;; \
-    *) echo "make images: no C cross compiler known for $$p (the CNI plugin's front)"; exit 1 ;; \
+    linux/amd64) cc=x86_64-linux-musl-gcc ;; \
+    linux/arm64) cc=aarch64-linux-musl-gcc ;; \
+    linux/ppc64le) cc=powerpc64le-linux-musl-gcc ;; \
+    linux/s390x) cc=s390x-linux-musl-gcc ;; \
+    *) echo "make images: no musl cross compiler known for $$p (the CNI plugin's front)"; exit 1 ;; \
   esac; \
-  command -v $$cc >/dev/null || { echo "make images: $$cc is missing: the CNI plugin's front for $$p needs it; install the Debian packages $$pkgs (apt-get install $$pkgs), or set IMAGE_PLATFORMS=$(HOST_PLATFORM)"; exit 1; }; \
   mkdir -p $(BIN)/$${p//\//_}; \
   echo "$$cc $(FRONT_CFLAGS) -o $(BIN)/$${p//\//_}/nicpool $(FRONT_SRC)"; \
   $$cc $(FRONT_CFLAGS) -o $(BIN)/$${p//\//_}/nicpool $(FRONT_SRC); done
 endef
 
-images: build ## build the images without Docker: dist/images/<image>.tar, OCI, multi-arch (IMAGE_REPO, IMAGE_TAG, IMAGE_PLATFORMS; other platforms need C cross compilers)
+images: build ## build the images without Docker: dist/images/<image>.tar, OCI, multi-arch (IMAGE_REPO, IMAGE_TAG, IMAGE_PLATFORMS; other platforms need musl cross compilers, which front-deps installs)
+	@hack/front/deps.sh $(IMAGE_PLATFORMS)
 	@$(cross_front)
 	@for c in $(IMAGE_CMDS); do $(call cross_build,$$c,./cmd/$$c); done
 	$(GO_BUILD) -o $(BIN)/pause ./hack/images/pause

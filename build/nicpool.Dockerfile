@@ -16,12 +16,13 @@ COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/nicpool-cni ./cmd/nicpool-cni
 
-# The front, static and without a C library (the golang image is Debian with gcc),
-# built for the platform of the image as the build stage is.
+# The front, static against musl (the golang image is Debian with gcc; musl-tools adds
+# musl-gcc), built for the platform of the image as the build stage is.
 FROM golang:${GO_VERSION} AS front
+RUN apt-get update -q && apt-get install -y -q --no-install-recommends musl-tools && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY cniplugin/front/nicpool.c cniplugin/front/
-RUN mkdir /out && cc -static -nostdlib -ffreestanding -fno-stack-protector -O2 -Wall -Wextra -Werror -o /out/nicpool cniplugin/front/nicpool.c
+RUN mkdir /out && musl-gcc -static -no-pie -s -O2 -Wall -Wextra -Werror -o /out/nicpool cniplugin/front/nicpool.c
 
 FROM scratch
 COPY --from=build /out/nicpool-cni /opt/nicpool/nicpool-cni

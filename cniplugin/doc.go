@@ -10,7 +10,7 @@
 // Two binaries are installed side by side in the node's CNI bin directory:
 //
 //   - nicpool (and its copy spiderpool) is the front, cniplugin/front/nicpool.c: a
-//     static C program with no language runtime and no C library. The runtime starts
+//     C program with no language runtime, static against musl. The runtime starts
 //     a plugin for every CNI call, and starting Go's runtime costs more CPU than the
 //     call itself (an empty Go program costs about five times the whole front;
 //     ipamd/README has the figures).
@@ -23,7 +23,10 @@
 // POST /v1/cni. ipamd runs this package's code on it (ServeForwarded), with itself as
 // the plugin's ipamd, and answers what nicpool-cni would have printed on stdout and
 // stderr and its exit code; the front prints them and exits with it. The front parses
-// nothing a network configuration or a pod wrote: it copies bytes into the frame.
+// nothing a network configuration or a pod wrote: it copies bytes into the frame, and
+// scans the configuration only for the value of request_timeout, its deadline (a call
+// ipamd does not answer by then fails with code 11, 50 for STATUS; a DEL waits at most
+// 5 s and is then handed off; docs/cni-plugin.md).
 //
 // Whenever the front cannot finish a call that way, it hands it off: it runs
 // nicpool-cni, beside its own executable, with the same arguments, environment and

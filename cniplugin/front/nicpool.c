@@ -6,28 +6,55 @@
 // stdin, sends them unchanged over ipamd's socket (POST /v1/cni) and prints what ipamd
 // answers, ipamd having run the very code of nicpool-cni for it (see cniplugin/doc.go).
 //
-// It decides nothing and parses nothing a tenant wrote: every value it forwards is
-// copied as bytes, bounded, into a length-prefixed frame. Whenever it cannot finish the
-// call that way (no socket, ipamd unreachable or not answering 200, an input over its
-// bounds, VERSION, no CNI_COMMAND), it hands the call to nicpool-cni, which it finds
-// beside its own executable, with the same arguments, environment and stdin. So every
-// rule of the plugin (DEL while ipamd is unreachable, paths, logs, errors) stays in one
-// place, in Go.
+// It decides nothing and parses nothing a tenant wrote, but for one bounded scan of the
+// configuration for its request_timeout (below): every value it forwards is copied as
+// bytes, bounded, into a length-prefixed frame. Whenever it cannot finish the call that
+// way (no socket, ipamd unreachable or not answering 200 with a well-formed answer, an
+// input over its bounds, VERSION, no CNI_COMMAND, a DEL that ipamd does not answer
+// within DEL_WAIT), it hands the call to nicpool-cni, which it finds beside its own
+// executable, with the same arguments, environment and stdin. So every rule of the
+// plugin (DEL while ipamd is unreachable, paths, logs, errors) stays in one place, in
+// Go.
 //
-// It uses no C library either: a static C library's start-up (TLS, locale, stdio,
-// IRELATIVE relocations) cost an exec about twice the CPU and seven times the page
-// faults of the front's whole work. It starts at its own _start, calls the kernel
-// directly (x86_64 and aarch64, the platforms of the images), keeps its buffers in
-// static storage of fixed bounds, and formats the few numbers and messages it prints
-// itself.
+// One deadline bounds the call, whatever ipamd does (accepts and never answers, drips,
+// stops): the network's request_timeout, as nicpool-cni applies it. The front learns
+// it by scanning the configuration for the key "request_timeout" (the longest value of
+// every occurrence, the maximum, 5 min, when one cannot be read or a \u escape could
+// spell the key, the default, 2 min, when there is none): a scan of bytes already in
+// memory, never a parse. A call that reaches the deadline fails with CNI error 11 (50
+// for STATUS), as nicpool-cni's does; a DEL waits at most DEL_WAIT for ipamd's
+// complete answer and then hands off, and nicpool-cni lets the pod go (DelWait) and
+// leaves the release to the garbage collector.
 //
-// Build: cc -static -nostdlib -ffreestanding -fno-stack-protector -O2 -Wall -Wextra
-// -Werror -o nicpool nicpool.c (the Makefile's FRONT_CFLAGS). No C library is needed,
-// for the host or for a cross compiler.
+// stdin, stdout and stderr may be non-blocking (the runtime's pipes are not ours to
+// change): a read or write that would block waits in poll for the same deadline.
+//
+// It is built static against musl, not position independent, so that the kernel runs
+// it as linked: no dynamic loader, no relocations, and musl's start-up is a few
+// hundred instructions. Its buffers are static storage of fixed bounds: pages it never
+// touches cost nothing. The same file builds as a hosted program (glibc, with ASan and
+// UBSan) for the tests.
+//
+// Build: musl-gcc -static -no-pie -O2 -Wall -Wextra -Werror -o nicpool nicpool.c (the
+// Makefile's FRONT_CC and FRONT_CFLAGS; <arch>-linux-musl-gcc for another platform).
 
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
 
 // Where ipamd's socket is: RunDir/ipamd.sock, RunDir being NICPOOL_CNI_RUN_DIR when the
 // runtime sets it to an absolute path (the Go plugin's EnvRunDir), else /run/nicpool.
@@ -41,16 +68,23 @@
 #define FULL_PLUGIN "nicpool-cni"
 
 // Bounds. Larger input is not refused: it is handed to nicpool-cni.
-#define MAX_STDIN (1 << 20)      // the network configuration
-#define MAX_VALUE (16 << 10)     // one CNI_* variable
-#define MAX_ANSWER (4 << 20)     // ipamd's answer, headers included
-#define ANSWER_TIMEOUT_S 330     // longer than the longest request_timeout (5 min)
-#define MAX_NAME 255             // the name the front was run as
-#define PATH_MAX 4096
+#define MAX_STDIN (1 << 20)  // the network configuration
+#define MAX_VALUE (16 << 10) // one CNI_* variable
+#define MAX_ANSWER (4 << 20) // ipamd's answer, headers included
+#define MAX_NAME 255         // the name the front was run as
+
+// Deadlines, in milliseconds. The request timeout's default and bounds are
+// cniplugin.DefaultTimeout and MaxTimeout; DEL_WAIT is cniplugin.DelWait.
+#define DEFAULT_TIMEOUT_MS 120000L // also how long reading stdin may take
+#define MIN_TIMEOUT_MS 1000L
+#define MAX_TIMEOUT_MS 300000L
+#define DEL_WAIT_MS 5000L
+#define OUTPUT_GRACE_MS 5000L // writing the answer, when it came just before the deadline
 
 // CNI error codes of the failures the front reports itself.
-#define CNI_TRY_AGAIN 11 // the plugin cannot run at all; runtimes retry
-#define CNI_IO 74        // as nicpool-cni reports an unreadable stdin
+#define CNI_TRY_AGAIN 11      // the plugin cannot run, or ipamd did not answer in time
+#define CNI_IO 74             // as nicpool-cni reports an unreadable stdin
+#define CNI_NOT_AVAILABLE 50  // STATUS: ipamd did not answer in time
 
 // The frame's fields, in order; ipamd's cniplugin.DecodeForwarded reads them.
 static const char *const cni_env[] = {
@@ -59,290 +93,32 @@ static const char *const cni_env[] = {
 };
 #define N_ENV (sizeof cni_env / sizeof cni_env[0])
 
-// ---- The kernel's interface -------------------------------------------------------
-//
-// Every call returns what the kernel does: a result, or -errno (-4095..-1).
+// ---- Time and waiting --------------------------------------------------------------
 
-#define AT_FDCWD (-100)
-#define AT_EMPTY_PATH 0x1000
-#define O_PATH 010000000
-#define O_CLOEXEC 02000000
-#define AF_UNIX 1
-#define SOCK_STREAM 1
-#define SOCK_CLOEXEC O_CLOEXEC
-#define SOL_SOCKET 1
-#define SO_RCVTIMEO 20 // with a struct timeval of two longs, on both platforms
-#define SO_SNDTIMEO 21
-#define MSG_NOSIGNAL 0x4000
-#define SEEK_SET 0
-#define S_IFMT 0170000
-#define S_IFSOCK 0140000
-
-// The errnos named in messages; the same numbers on both platforms.
-#define EPERM 1
-#define ENOENT 2
-#define EINTR 4
-#define EIO 5
-#define E2BIG 7
-#define ENOEXEC 8
-#define EBADF 9
-#define EAGAIN 11
-#define ENOMEM 12
-#define EACCES 13
-#define EFAULT 14
-#define ENOTDIR 20
-#define EISDIR 21
-#define EINVAL 22
-#define ENFILE 23
-#define EMFILE 24
-#define ETXTBSY 26
-#define ENOSPC 28
-#define EPIPE 32
-#define ENAMETOOLONG 36
-#define ENOSYS 38
-#define ELOOP 40
-#define ECONNRESET 104
-#define ETIMEDOUT 110
-#define ECONNREFUSED 111
-
-#if defined(__x86_64__)
-#define O_DIRECTORY 0200000
-#define O_NOFOLLOW 0400000
-enum {
-	NR_read = 0, NR_write = 1, NR_close = 3, NR_lseek = 8, NR_getpid = 39,
-	NR_socket = 41, NR_connect = 42, NR_sendto = 44, NR_setsockopt = 54,
-	NR_execve = 59, NR_exit_group = 231, NR_openat = 257, NR_newfstatat = 262,
-	NR_readlinkat = 267, NR_dup3 = 292, NR_memfd_create = 319,
-};
-
-// The kernel's struct stat, as far as the front reads it.
-struct kstat {
-	uint64_t dev, ino, nlink;
-	uint32_t mode;
-	char rest[256];
-};
-
-static long sys6(long n, long a, long b, long c, long d, long e, long f) {
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	register long r9 __asm__("r9") = f;
-	long ret;
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return ret;
+// now_ms is the monotonic clock in milliseconds.
+static long long now_ms(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-// _start: the stack holds argc, argv[], NULL, envp[], NULL. start gets a pointer to it,
-// with the stack aligned to 16 bytes before the call, as the ABI wants.
-__asm__(".pushsection .text\n"
-	".global _start\n"
-	"_start:\n"
-	"	xor %ebp, %ebp\n"
-	"	mov %rsp, %rdi\n"
-	"	and $-16, %rsp\n"
-	"	call start\n"
-	"	hlt\n"
-	".popsection\n");
-
-#elif defined(__aarch64__)
-#define O_DIRECTORY 040000
-#define O_NOFOLLOW 0100000
-enum {
-	NR_dup3 = 24, NR_openat = 56, NR_close = 57, NR_lseek = 62, NR_read = 63,
-	NR_write = 64, NR_readlinkat = 78, NR_newfstatat = 79, NR_exit_group = 94,
-	NR_getpid = 172, NR_socket = 198, NR_connect = 203, NR_sendto = 206,
-	NR_setsockopt = 208, NR_execve = 221, NR_memfd_create = 279,
-};
-
-struct kstat {
-	uint64_t dev, ino;
-	uint32_t mode, nlink;
-	char rest[256];
-};
-
-static long sys6(long n, long a, long b, long c, long d, long e, long f) {
-	register long x8 __asm__("x8") = n;
-	register long x0 __asm__("x0") = a;
-	register long x1 __asm__("x1") = b;
-	register long x2 __asm__("x2") = c;
-	register long x3 __asm__("x3") = d;
-	register long x4 __asm__("x4") = e;
-	register long x5 __asm__("x5") = f;
-	__asm__ volatile("svc #0"
-			 : "+r"(x0)
-			 : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
-			 : "memory", "cc");
-	return x0;
-}
-
-// _start: the stack (16-byte aligned) holds argc, argv[], NULL, envp[], NULL.
-__asm__(".pushsection .text\n"
-	".global _start\n"
-	"_start:\n"
-	"	mov x29, xzr\n"
-	"	mov x30, xzr\n"
-	"	mov x0, sp\n"
-	"	and sp, x0, #-16\n"
-	"	bl start\n"
-	".popsection\n");
-
-#else
-#error "the front calls the kernel itself: only x86_64 and aarch64 are written"
-#endif
-
-#define sys(n, a, b, c) sys6(n, (long)(a), (long)(b), (long)(c), 0, 0, 0)
-
-struct timeval {
-	long tv_sec, tv_usec;
-};
-
-struct sockaddr_un {
-	uint16_t sun_family;
-	char sun_path[108];
-};
-
-__attribute__((noreturn)) static void exit_group(int code) {
-	for (;;)
-		sys(NR_exit_group, code, 0, 0);
-}
-
-// ---- What the compiler may call, and string helpers --------------------------------
-//
-// The empty asm in the loops keeps the compiler from turning them back into calls of
-// themselves.
-
-void *memcpy(void *dst, const void *src, size_t n) {
-	char *d = dst;
-	const char *s = src;
-	while (n--) {
-		__asm__ volatile("");
-		*d++ = *s++;
+// wait_fd waits until fd is ready for events or the deadline passes: 0, or -ETIMEDOUT,
+// or -errno of poll.
+static int wait_fd(int fd, short events, long long deadline) {
+	for (;;) {
+		long long left = deadline - now_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd p = {.fd = fd, .events = events};
+		int n = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+		if (n > 0)
+			return 0; // ready, or an error or hang-up the next call reports
+		if (n < 0 && errno != EINTR)
+			return -errno;
 	}
-	return dst;
-}
-
-void *memmove(void *dst, const void *src, size_t n) {
-	char *d = dst;
-	const char *s = src;
-	if (d <= s || d >= s + n)
-		return memcpy(dst, src, n);
-	while (n--) {
-		__asm__ volatile("");
-		d[n] = s[n];
-	}
-	return dst;
-}
-
-void *memset(void *dst, int c, size_t n) {
-	char *d = dst;
-	while (n--) {
-		__asm__ volatile("");
-		*d++ = (char)c;
-	}
-	return dst;
-}
-
-int memcmp(const void *a, const void *b, size_t n) {
-	const unsigned char *x = a, *y = b;
-	for (; n; n--, x++, y++)
-		if (*x != *y)
-			return *x - *y;
-	return 0;
-}
-
-static size_t slen(const char *s) {
-	size_t n = 0;
-	while (s[n])
-		n++;
-	return n;
-}
-
-// prefix: whether s starts with p.
-static int prefix(const char *s, const char *p) {
-	for (; *p; s++, p++)
-		if (*s != *p)
-			return 0;
-	return 1;
-}
-
-static char lower(char c) {
-	return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
-}
-
-// prefix_fold: prefix, ASCII case ignored.
-static int prefix_fold(const char *s, const char *p) {
-	for (; *p; s++, p++)
-		if (lower(*s) != lower(*p))
-			return 0;
-	return 1;
-}
-
-// find returns the first p in s (which ends at its NUL), or NULL.
-static const char *find(const char *s, const char *p) {
-	for (; *s; s++)
-		if (prefix(s, p))
-			return s;
-	return NULL;
-}
-
-// decimal writes v into out (at least 20 bytes) and returns its length.
-static size_t decimal(char *out, unsigned long v) {
-	char tmp[20];
-	size_t n = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (size_t i = 0; i < n; i++)
-		out[i] = tmp[n - 1 - i];
-	return n;
-}
-
-// errstr says what an errno means, as the C library says it.
-static const char *errstr(long e) {
-	static const struct {
-		int e;
-		const char *s;
-	} names[] = {
-		{EPERM, "Operation not permitted"},
-		{ENOENT, "No such file or directory"},
-		{EINTR, "Interrupted system call"},
-		{EIO, "Input/output error"},
-		{E2BIG, "Argument list too long"},
-		{ENOEXEC, "Exec format error"},
-		{EBADF, "Bad file descriptor"},
-		{EAGAIN, "Resource temporarily unavailable"},
-		{ENOMEM, "Cannot allocate memory"},
-		{EACCES, "Permission denied"},
-		{EFAULT, "Bad address"},
-		{ENOTDIR, "Not a directory"},
-		{EISDIR, "Is a directory"},
-		{EINVAL, "Invalid argument"},
-		{ENFILE, "Too many open files in system"},
-		{EMFILE, "Too many open files"},
-		{ETXTBSY, "Text file busy"},
-		{ENOSPC, "No space left on device"},
-		{EPIPE, "Broken pipe"},
-		{ENAMETOOLONG, "File name too long"},
-		{ENOSYS, "Function not implemented"},
-		{ELOOP, "Too many levels of symbolic links"},
-		{ECONNRESET, "Connection reset by peer"},
-		{ETIMEDOUT, "Connection timed out"},
-		{ECONNREFUSED, "Connection refused"},
-	};
-	static char other[32] = "errno ";
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-		if (names[i].e == e)
-			return names[i].s;
-	other[6 + decimal(other + 6, (unsigned long)(e < 0 ? -e : e))] = '\0';
-	return other;
 }
 
 // ---- Buffers -----------------------------------------------------------------------
-//
-// Static, of fixed bounds: pages the front never touches cost nothing.
 
 struct buf {
 	char *p;
@@ -360,38 +136,53 @@ static int put(struct buf *b, const void *p, size_t n) {
 // netstring appends "<len>:<bytes>,".
 static int netstring(struct buf *b, const char *p, size_t n) {
 	char head[24];
-	size_t h = decimal(head, n);
-	head[h++] = ':';
-	return put(b, head, h) || put(b, p, n) || put(b, ",", 1);
+	int h = snprintf(head, sizeof head, "%zu:", n);
+	return put(b, head, (size_t)h) || put(b, p, n) || put(b, ",", 1);
 }
 
-// read_all reads fd to its end into b, up to max bytes (b holds more); 1 when there
-// was more, -errno when reading failed.
-static long read_all(int fd, struct buf *b, size_t max) {
+// read_all reads fd to its end into b, up to max bytes (b holds more), waiting for a
+// non-blocking fd until the deadline: 0 at the end, 1 when there was more, -errno when
+// reading failed (-ETIMEDOUT at the deadline).
+static int read_all(int fd, struct buf *b, size_t max, long long deadline) {
 	for (;;) {
 		if (b->len > max)
 			return 1;
-		long n = sys(NR_read, fd, b->p + b->len, b->cap - b->len);
-		if (n == -EINTR)
+		ssize_t n = read(fd, b->p + b->len, b->cap - b->len);
+		if (n > 0) {
+			b->len += (size_t)n;
 			continue;
-		if (n < 0)
-			return n;
+		}
 		if (n == 0)
 			return b->len > max;
-		b->len += (size_t)n;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		int e = wait_fd(fd, POLLIN, deadline);
+		if (e)
+			return e;
 	}
 }
 
-// write_all writes p to fd; 0 or -errno.
-static long write_all(int fd, const char *p, size_t n) {
+// write_all writes p to fd, waiting for a non-blocking fd until the deadline; 0 or
+// -errno.
+static int write_all(int fd, const char *p, size_t n, long long deadline) {
 	while (n > 0) {
-		long w = sys(NR_write, fd, p, n);
-		if (w == -EINTR)
+		ssize_t w = write(fd, p, n);
+		if (w > 0) {
+			p += w;
+			n -= (size_t)w;
 			continue;
-		if (w <= 0)
-			return w < 0 ? w : -EIO;
-		p += w;
-		n -= (size_t)w;
+		}
+		if (w == 0)
+			return -EIO;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		int e = wait_fd(fd, POLLOUT, deadline);
+		if (e)
+			return e;
 	}
 	return 0;
 }
@@ -404,16 +195,14 @@ static int json_string(struct buf *b, const char *s) {
 		return -1;
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
-		char esc[6] = {'\\', (char)c};
+		char esc[8];
 		if (c == '"' || c == '\\') {
+			esc[0] = '\\';
+			esc[1] = (char)c;
 			if (put(b, esc, 2))
 				return -1;
 		} else if (c < 0x20) {
-			static const char hex[] = "0123456789abcdef";
-			esc[1] = 'u';
-			esc[2] = esc[3] = '0';
-			esc[4] = hex[c >> 4];
-			esc[5] = hex[c & 15];
+			snprintf(esc, sizeof esc, "\\u%04x", c);
 			if (put(b, esc, 6))
 				return -1;
 		} else if (put(b, s, 1)) {
@@ -436,24 +225,15 @@ __attribute__((noreturn, sentinel)) static void fail(int code, ...) {
 	va_end(ap);
 	msg[n] = '\0';
 	struct buf b = {out, 0, sizeof out};
-	char num[20];
-	if (put(&b, "{\"code\":", 8) == 0 && put(&b, num, decimal(num, (unsigned long)code)) == 0 &&
-	    put(&b, ",\"msg\":", 7) == 0 && json_string(&b, msg) == 0 && put(&b, "}\n", 2) == 0)
-		write_all(1, b.p, b.len);
-	exit_group(1);
+	char num[24];
+	int h = snprintf(num, sizeof num, "%d", code);
+	if (put(&b, "{\"code\":", 8) == 0 && put(&b, num, (size_t)h) == 0 && put(&b, ",\"msg\":", 7) == 0 &&
+	    json_string(&b, msg) == 0 && put(&b, "}\n", 2) == 0)
+		write_all(1, b.p, b.len, now_ms() + OUTPUT_GRACE_MS);
+	_exit(1);
 }
 
 // ---- The call ----------------------------------------------------------------------
-
-static char **environ;
-
-static const char *env(const char *name) {
-	size_t n = slen(name);
-	for (char **e = environ; *e; e++)
-		if (prefix(*e, name) && (*e)[n] == '=')
-			return *e + n + 1;
-	return NULL;
-}
 
 static const char *const keep = "nicpool: cannot keep the network configuration for nicpool-cni: ";
 
@@ -461,52 +241,44 @@ static const char *const keep = "nicpool: cannot keep the network configuration 
 // already read of it, the rest (when there was more) is still on fd 0.
 __attribute__((noreturn)) static void handoff(char **argv, struct buf *got, int more) {
 	if (got) {
-		long fd = sys(NR_memfd_create, "nicpool-stdin", 0, 0);
+		int fd = memfd_create("nicpool-stdin", 0);
 		if (fd < 0)
-			fail(CNI_TRY_AGAIN, keep, "memfd_create: ", errstr(-fd), NULL);
-		long e = write_all((int)fd, got->p, got->len);
+			fail(CNI_TRY_AGAIN, keep, "memfd_create: ", strerror(errno), NULL);
+		int e = write_all(fd, got->p, got->len, LLONG_MAX);
 		if (e)
-			fail(CNI_TRY_AGAIN, keep, errstr(-e), NULL);
+			fail(CNI_TRY_AGAIN, keep, strerror(-e), NULL);
 		if (more) {
 			static char chunk[65536];
+			long long deadline = now_ms() + DEFAULT_TIMEOUT_MS;
 			for (;;) {
-				long n = sys(NR_read, 0, chunk, sizeof chunk);
-				if (n == -EINTR)
-					continue;
-				if (n < 0)
-					fail(CNI_IO, "error reading from stdin: ", errstr(-n), NULL);
-				if (n == 0)
+				struct buf c = {chunk, 0, sizeof chunk};
+				int r = read_all(0, &c, sizeof chunk - 1, deadline);
+				if (r < 0)
+					fail(CNI_IO, "error reading from stdin: ", strerror(-r), NULL);
+				if ((e = write_all(fd, c.p, c.len, LLONG_MAX)))
+					fail(CNI_TRY_AGAIN, keep, strerror(-e), NULL);
+				if (r == 0)
 					break;
-				if ((e = write_all((int)fd, chunk, (size_t)n)))
-					fail(CNI_TRY_AGAIN, keep, errstr(-e), NULL);
 			}
 		}
-		if ((e = sys(NR_lseek, fd, 0, SEEK_SET)) != 0 || (fd != 0 && (e = sys(NR_dup3, fd, 0, 0)) != 0))
-			fail(CNI_TRY_AGAIN, "nicpool: cannot give stdin to nicpool-cni: ", errstr(e < 0 ? -e : EBADF), NULL);
+		if (lseek(fd, 0, SEEK_SET) != 0 || (fd != 0 && dup2(fd, 0) != 0))
+			fail(CNI_TRY_AGAIN, "nicpool: cannot give stdin to nicpool-cni: ", strerror(errno), NULL);
 		if (fd != 0)
-			sys(NR_close, fd, 0, 0);
+			close(fd);
 	}
 	static char self[PATH_MAX], full[PATH_MAX + sizeof FULL_PLUGIN + 1];
-	long n = sys6(NR_readlinkat, AT_FDCWD, (long)"/proc/self/exe", (long)self, sizeof self - 1, 0, 0);
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
 	if (n <= 0)
-		fail(CNI_TRY_AGAIN, "nicpool: cannot find its own executable (/proc/self/exe): ", errstr(n < 0 ? -n : ENOENT), NULL);
+		fail(CNI_TRY_AGAIN, "nicpool: cannot find its own executable (/proc/self/exe): ", strerror(n < 0 ? errno : ENOENT), NULL);
 	self[n] = '\0';
-	char *slash = NULL;
-	for (char *p = self; *p; p++)
-		if (*p == '/')
-			slash = p;
+	char *slash = strrchr(self, '/');
 	if (!slash)
 		fail(CNI_TRY_AGAIN, "nicpool: its own executable ", self, " has no directory", NULL);
-	size_t dir = (size_t)(slash - self);
-	memcpy(full, self, dir);
-	memcpy(full + dir, "/" FULL_PLUGIN, sizeof FULL_PLUGIN + 1);
-	long e = sys(NR_execve, full, argv, environ);
-	fail(CNI_TRY_AGAIN, "nicpool: cannot run ", full, ": ", errstr(-e),
+	*slash = '\0';
+	snprintf(full, sizeof full, "%s/" FULL_PLUGIN, self);
+	execv(full, argv);
+	fail(CNI_TRY_AGAIN, "nicpool: cannot run ", full, ": ", strerror(errno),
 	     ": reinstall the plugin (ipamd's init container installs nicpool and " FULL_PLUGIN " side by side)", NULL);
-}
-
-static long stat_at(int dir, const char *path, struct kstat *st, int flags) {
-	return sys6(NR_newfstatat, dir, (long)path, (long)st, flags, 0, 0);
 }
 
 // netns_is_own is the netns check's input: whether CNI_NETNS is this process's own
@@ -514,58 +286,57 @@ static long stat_at(int dir, const char *path, struct kstat *st, int flags) {
 static const char *netns_is_own(const char *path) {
 	if (!path || !*path)
 		return "";
-	struct kstat target, own;
-	if (stat_at(AT_FDCWD, path, &target, 0) != 0)
+	struct stat target, own;
+	if (stat(path, &target) != 0)
 		return "other";
-	if (stat_at(AT_FDCWD, "/proc/self/ns/net", &own, 0) != 0)
+	if (stat("/proc/self/ns/net", &own) != 0)
 		return "noself";
-	return own.dev == target.dev && own.ino == target.ino ? "same" : "other";
+	return own.st_dev == target.st_dev && own.st_ino == target.st_ino ? "same" : "other";
 }
 
 // dial connects to ipamd's socket, following no symlink beneath the run directory, as
-// the Go plugin does; -1 when there is no socket to connect to.
+// the Go plugin does; -1 when there is no socket to connect to, or its listener's
+// queue is full. The socket is non-blocking: every wait on it has the call's deadline.
 static int dial(void) {
-	const char *dir = env(ENV_RUN_DIR);
+	const char *dir = getenv(ENV_RUN_DIR);
 	if (!dir || dir[0] != '/')
 		dir = RUN_DIR;
-	long dfd = sys6(NR_openat, AT_FDCWD, (long)dir, O_PATH | O_DIRECTORY | O_CLOEXEC, 0, 0, 0);
+	int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -1;
-	long pfd = sys6(NR_openat, dfd, (long)SOCKET_NAME, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0, 0, 0);
-	sys(NR_close, dfd, 0, 0);
+	int pfd = openat(dfd, SOCKET_NAME, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	close(dfd);
 	if (pfd < 0)
 		return -1;
-	struct kstat st;
-	if (stat_at((int)pfd, "", &st, AT_EMPTY_PATH) != 0 || (st.mode & S_IFMT) != S_IFSOCK) {
-		sys(NR_close, pfd, 0, 0);
+	struct stat st;
+	if (fstatat(pfd, "", &st, AT_EMPTY_PATH) != 0 || !S_ISSOCK(st.st_mode)) {
+		close(pfd);
 		return -1;
 	}
-	struct sockaddr_un addr = {.sun_family = AF_UNIX, .sun_path = "/proc/self/fd/"};
-	addr.sun_path[14 + decimal(addr.sun_path + 14, (unsigned long)pfd)] = '\0';
-	long s = sys(NR_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	snprintf(addr.sun_path, sizeof addr.sun_path, "/proc/self/fd/%d", pfd);
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s < 0) {
-		sys(NR_close, pfd, 0, 0);
+		close(pfd);
 		return -1;
 	}
-	struct timeval tv = {.tv_sec = ANSWER_TIMEOUT_S};
-	sys6(NR_setsockopt, s, SOL_SOCKET, SO_RCVTIMEO, (long)&tv, sizeof tv, 0);
-	sys6(NR_setsockopt, s, SOL_SOCKET, SO_SNDTIMEO, (long)&tv, sizeof tv, 0);
-	long rc = sys(NR_connect, s, &addr, sizeof addr);
-	sys(NR_close, pfd, 0, 0);
+	// A unix socket connects at once or not at all (EAGAIN: the queue is full).
+	int rc = connect(s, (struct sockaddr *)&addr, sizeof addr);
+	close(pfd);
 	if (rc != 0) {
-		sys(NR_close, s, 0, 0);
+		close(s);
 		return -1;
 	}
-	return (int)s;
+	return s;
 }
 
 // header returns the value of the answer's header name (in head, which ends at the
 // blank line), or NULL.
 static const char *header(const char *head, const char *name) {
-	size_t n = slen(name);
-	for (const char *line = find(head, "\r\n"); line && line[2] != '\r'; line = find(line + 2, "\r\n")) {
+	size_t n = strlen(name);
+	for (const char *line = strstr(head, "\r\n"); line && line[2] != '\r'; line = strstr(line + 2, "\r\n")) {
 		const char *p = line + 2;
-		if (prefix_fold(p, name) && p[n] == ':') {
+		if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
 			p += n + 1;
 			while (*p == ' ' || *p == '\t')
 				p++;
@@ -587,78 +358,195 @@ static long number(const char *p) {
 	}
 	while (*p == ' ' || *p == '\t')
 		p++;
-	return prefix(p, "\r\n") ? v : -1;
+	return strncmp(p, "\r\n", 2) == 0 ? v : -1;
+}
+
+// duration_ms reads a Go duration ("2m", "1m30s", "1.5s", "500ms") from p up to its
+// closing quote (end); -1 when it is not one.
+static double duration_ms(const char *p, const char *end) {
+	static const struct {
+		const char *unit;
+		double ms;
+	} units[] = {
+		{"ns", 1e-6}, {"us", 1e-3}, {"\xc2\xb5s", 1e-3}, {"\xce\xbcs", 1e-3},
+		{"ms", 1}, {"s", 1e3}, {"m", 6e4}, {"h", 3.6e6},
+	};
+	if (end - p == 1 && *p == '0')
+		return 0;
+	if (p == end)
+		return -1;
+	double total = 0;
+	while (p < end) {
+		double v = 0, scale = 1;
+		int digits = 0;
+		for (; p < end && *p >= '0' && *p <= '9'; p++, digits++)
+			v = v * 10 + (*p - '0');
+		if (p < end && *p == '.')
+			for (p++; p < end && *p >= '0' && *p <= '9'; p++, digits++)
+				v += (*p - '0') * (scale /= 10);
+		if (!digits || v > 1e12)
+			return -1;
+		size_t best = 0;
+		double ms = 0;
+		for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+			size_t n = strlen(units[i].unit);
+			if (n > best && (size_t)(end - p) >= n && memcmp(p, units[i].unit, n) == 0 &&
+			    (p + n == end || !((p[n] >= 'a' && p[n] <= 'z') || (unsigned char)p[n] >= 0x80))) {
+				best = n;
+				ms = units[i].ms;
+			}
+		}
+		if (!best)
+			return -1;
+		p += best;
+		total += v * ms;
+	}
+	return total;
+}
+
+// timeout_ms is the call's request timeout, from the configuration in (which ends at
+// its NUL): the longest value given to a key "request_timeout" anywhere in it, as a
+// duration string or a number of seconds; MAX_TIMEOUT_MS when one cannot be read, or
+// when there is no such key but a \u escape, which could spell it; DEFAULT_TIMEOUT_MS
+// when there is none. Bounded to MIN_TIMEOUT_MS..MAX_TIMEOUT_MS: ipamd refuses a
+// timeout out of bounds at once.
+static long timeout_ms(const struct buf *in) {
+	static const char key[] = "\"request_timeout\"";
+	const char *p = in->p, *end = in->p + in->len;
+	double best = -1;
+	while ((p = memmem(p, (size_t)(end - p), key, sizeof key - 1))) {
+		p += sizeof key - 1;
+		const char *q = p;
+		while (q < end && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n'))
+			q++;
+		if (q == end || *q != ':')
+			continue; // a value, not a key
+		for (q++; q < end && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n'); q++)
+			;
+		double v = -1;
+		if (q < end && *q == '"') {
+			const char *close = memchr(q + 1, '"', (size_t)(end - q - 1));
+			if (close && !memchr(q + 1, '\\', (size_t)(close - q - 1)))
+				v = duration_ms(q + 1, close);
+		} else if (q < end && ((*q >= '0' && *q <= '9') || *q == '-')) {
+			char *after;
+			double secs = strtod(q, &after); // the configuration ends at a NUL
+			if (after > q)
+				v = secs * 1e3;
+		}
+		if (v < 0 || v != v)
+			v = MAX_TIMEOUT_MS;
+		if (v > best)
+			best = v;
+	}
+	if (best < 0)
+		best = memmem(in->p, in->len, "\\u", 2) ? MAX_TIMEOUT_MS : DEFAULT_TIMEOUT_MS;
+	if (best < MIN_TIMEOUT_MS)
+		return MIN_TIMEOUT_MS;
+	if (best > MAX_TIMEOUT_MS)
+		return MAX_TIMEOUT_MS;
+	return (long)best;
 }
 
 // The request's head goes in front of the frame, in the room left for it.
 #define HEAD_ROOM 256
 #define MAX_FRAME (MAX_STDIN + (N_ENV + 3) * (MAX_VALUE + 32))
 
-static char in_space[MAX_STDIN + 1];
+static char in_space[MAX_STDIN + 2];
 static char req_space[HEAD_ROOM + MAX_FRAME];
 static char ans_space[MAX_ANSWER + 2];
 
-static int run(int argc, char **argv) {
-	(void)argc;
-	const char *cmd = env("CNI_COMMAND");
-	// VERSION and the about text need nothing of ipamd.
-	if (!cmd || !*cmd || (prefix(cmd, "VERSION") && cmd[7] == '\0'))
-		handoff(argv, NULL, 0);
+// late ends a call ipamd did not answer within its deadline: a DEL is handed off
+// (nicpool-cni lets the pod go), any other verb fails as nicpool-cni's would.
+__attribute__((noreturn)) static void late(char **argv, struct buf *in, const char *cmd, int del, long timeout) {
+	if (del)
+		handoff(argv, in, 0);
+	char secs[24];
+	snprintf(secs, sizeof secs, "%ld", timeout / 1000);
+	const char *dir = getenv(ENV_RUN_DIR);
+	if (!dir || dir[0] != '/')
+		dir = RUN_DIR;
+	fail(strcmp(cmd, "STATUS") == 0 ? CNI_NOT_AVAILABLE : CNI_TRY_AGAIN, cmd, ": ipamd did not answer on ", dir,
+	     "/" SOCKET_NAME " within the request timeout (", secs,
+	     " s): try again later; if it persists, check that the nicpool-ipamd pod runs on this node and answers", NULL);
+}
 
-	struct buf in = {in_space, 0, sizeof in_space};
-	long more = read_all(0, &in, MAX_STDIN);
+static int run(char **argv) {
+	long long start = now_ms();
+	const char *cmd = getenv("CNI_COMMAND");
+	// VERSION and the about text need nothing of ipamd.
+	if (!cmd || !*cmd || strcmp(cmd, "VERSION") == 0)
+		handoff(argv, NULL, 0);
+	int del = strcmp(cmd, "DEL") == 0;
+
+	struct buf in = {in_space, 0, sizeof in_space - 1};
+	int more = read_all(0, &in, MAX_STDIN, start + DEFAULT_TIMEOUT_MS);
 	if (more < 0)
-		fail(CNI_IO, "error reading from stdin: ", errstr(-more), NULL);
+		fail(CNI_IO, "error reading from stdin: ", strerror(-more), NULL);
+	in.p[in.len] = '\0'; // for strtod
 
 	struct buf body = {req_space + HEAD_ROOM, 0, MAX_FRAME};
 	const char *name = argv[0] ? argv[0] : "";
-	for (const char *p = name; *p; p++)
-		if (*p == '/')
-			name = p + 1;
-	char pid[20];
-	size_t name_len = slen(name);
+	const char *slash = strrchr(name, '/');
+	if (slash)
+		name = slash + 1;
+	char pid[24];
+	size_t name_len = strlen(name);
 	int bad = more || name_len > MAX_NAME || netstring(&body, name, name_len) ||
-		  netstring(&body, pid, decimal(pid, (unsigned long)sys(NR_getpid, 0, 0, 0)));
+		  netstring(&body, pid, (size_t)snprintf(pid, sizeof pid, "%ld", (long)getpid()));
 	for (size_t i = 0; !bad && i < N_ENV; i++) {
-		const char *v = env(cni_env[i]);
-		size_t n = v ? slen(v) : 0;
+		const char *v = getenv(cni_env[i]);
+		size_t n = v ? strlen(v) : 0;
 		bad = n > MAX_VALUE || netstring(&body, v ? v : "", n);
 	}
-	const char *own = bad ? "" : netns_is_own(env("CNI_NETNS"));
-	bad = bad || netstring(&body, own, slen(own)) || netstring(&body, in.p, in.len);
+	const char *own = bad ? "" : netns_is_own(getenv("CNI_NETNS"));
+	bad = bad || netstring(&body, own, strlen(own)) || netstring(&body, in.p, in.len);
 	if (bad)
-		handoff(argv, &in, (int)more);
+		handoff(argv, &in, more);
+
+	long timeout = timeout_ms(&in);
+	long long deadline = start + timeout;
+	if (del && timeout > DEL_WAIT_MS)
+		deadline = start + DEL_WAIT_MS;
 
 	int s = dial();
 	if (s < 0)
 		handoff(argv, &in, 0);
-	static const char head1[] = "POST /v1/cni HTTP/1.0\r\nHost: ipamd\r\nContent-Type: application/octet-stream\r\nContent-Length: ";
 	char head[HEAD_ROOM];
-	size_t h = sizeof head1 - 1;
-	memcpy(head, head1, h);
-	h += decimal(head + h, body.len);
-	memcpy(head + h, "\r\n\r\n", 4);
-	h += 4;
+	int h = snprintf(head, sizeof head,
+			 "POST /v1/cni HTTP/1.0\r\nHost: ipamd\r\nContent-Type: application/octet-stream\r\nContent-Length: %zu\r\n\r\n",
+			 body.len);
 	char *req = body.p - h;
-	memcpy(req, head, h);
-	size_t req_len = h + body.len;
+	memcpy(req, head, (size_t)h);
+	size_t req_len = (size_t)h + body.len;
 	for (size_t off = 0; off < req_len;) {
-		long n = sys6(NR_sendto, s, (long)(req + off), (long)(req_len - off), MSG_NOSIGNAL, 0, 0);
-		if (n == -EINTR)
+		ssize_t n = send(s, req + off, req_len - off, MSG_NOSIGNAL);
+		if (n > 0) {
+			off += (size_t)n;
 			continue;
-		if (n <= 0)
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
 			handoff(argv, &in, 0);
-		off += (size_t)n;
+		int e = wait_fd(s, POLLOUT, deadline);
+		if (e == -ETIMEDOUT)
+			late(argv, &in, cmd, del, timeout);
+		if (e)
+			handoff(argv, &in, 0);
 	}
 
 	// The whole answer, up to ipamd's closing the connection.
 	struct buf ans = {ans_space, 0, sizeof ans_space - 1};
-	if (read_all(s, &ans, MAX_ANSWER) != 0)
+	int r = read_all(s, &ans, MAX_ANSWER, deadline);
+	if (r == -ETIMEDOUT)
+		late(argv, &in, cmd, del, timeout);
+	if (r != 0)
 		handoff(argv, &in, 0);
-	sys(NR_close, s, 0, 0);
+	close(s);
 	ans.p[ans.len] = '\0'; // for the string functions
-	const char *end = find(ans.p, "\r\n\r\n");
-	if (!end || !prefix(ans.p, "HTTP/1.") || ans.len < 13 || !prefix(ans.p + 8, " 200 "))
+	const char *end = strstr(ans.p, "\r\n\r\n");
+	if (!end || strncmp(ans.p, "HTTP/1.", 7) != 0 || ans.len < 13 || strncmp(ans.p + 8, " 200 ", 5) != 0)
 		handoff(argv, &in, 0); // ipamd hands the call off, or is too old to take it
 	long length = number(header(ans.p, "Content-Length"));
 	long code = number(header(ans.p, "Nicpool-Exit"));
@@ -667,15 +555,22 @@ static int run(int argc, char **argv) {
 	size_t have = ans.len - (size_t)(data - ans.p);
 	if (length < 0 || (size_t)length != have || code < 0 || code > 125 || out < 0 || out > length)
 		handoff(argv, &in, 0);
-	write_all(1, data, (size_t)out);
-	write_all(2, data + out, (size_t)(length - out));
+	long long out_deadline = deadline > now_ms() + OUTPUT_GRACE_MS ? deadline : now_ms() + OUTPUT_GRACE_MS;
+	int e = write_all(1, data, (size_t)out, out_deadline);
+	write_all(2, data + out, (size_t)(length - out), out_deadline);
+	if (e) {
+		// The runtime would take an exit code without its result for a result.
+		static const char msg[] = "nicpool: cannot write the result to stdout: ";
+		write_all(2, msg, sizeof msg - 1, out_deadline);
+		const char *why = strerror(-e);
+		write_all(2, why, strlen(why), out_deadline);
+		write_all(2, "\n", 1, out_deadline);
+		return code ? (int)code : 1;
+	}
 	return (int)code;
 }
 
-// start is where _start leaves the initial stack: argc, argv, NULL, the environment.
-__attribute__((noreturn, used)) void start(long *sp) {
-	int argc = (int)sp[0];
-	char **argv = (char **)(sp + 1);
-	environ = argv + argc + 1;
-	exit_group(run(argc, argv));
+int main(int argc, char **argv) {
+	(void)argc;
+	return run(argv);
 }

@@ -46,18 +46,23 @@ func Build(dir string) (Set, error) {
 	}, nil
 }
 
-// FrontSource is the C front's one source file, FrontCFlags how `make build` compiles
-// it (the Makefile's FRONT_CFLAGS; manifests/dockerfile_test.go keeps the Makefile,
-// build/nicpool.Dockerfile and these equal): static and without a C library, because
-// the images have none and every CNI call pays the front's start-up.
+// FrontSource is the C front's one source file, FrontCC and FrontCFlags how `make
+// build` compiles it (the Makefile's FRONT_CC and FRONT_CFLAGS;
+// manifests/dockerfile_test.go keeps the Makefile, build/nicpool.Dockerfile and these
+// equal): static against musl and not position independent, because the images have
+// no C library and every CNI call pays the front's start-up.
 const FrontSource = "cniplugin/front/nicpool.c"
 
+// FrontCC is the C compiler of the front for the host: Debian's musl-gcc (musl-tools;
+// `make front-deps` installs it).
+const FrontCC = "musl-gcc"
+
 // FrontCFlags are the C compiler's flags for the front.
-var FrontCFlags = []string{"-static", "-nostdlib", "-ffreestanding", "-fno-stack-protector", "-O2", "-Wall", "-Wextra", "-Werror"}
+var FrontCFlags = []string{"-static", "-no-pie", "-s", "-O2", "-Wall", "-Wextra", "-Werror"}
 
 // BuildPlugin builds the CNI plugin pair from this checkout into dir as `make build`
-// does: dir/nicpool-cni, the Go plugin, and dir/nicpool, its front, compiled with $CC
-// (default cc, as make's). It returns the Go plugin's path, what install.Install takes.
+// does: dir/nicpool-cni, the Go plugin, and dir/nicpool, its front, compiled with
+// FrontCC. It returns the Go plugin's path, what install.Install takes.
 func BuildPlugin(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -65,17 +70,21 @@ func BuildPlugin(dir string) (string, error) {
 	if err := goBuild(dir, "./cmd/"+install.GoPlugin); err != nil {
 		return "", err
 	}
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "cc"
+	if err := BuildFront(FrontCC, filepath.Join(dir, install.Front)); err != nil {
+		return "", err
 	}
-	out := filepath.Join(dir, install.Front)
+	return filepath.Join(dir, install.GoPlugin), nil
+}
+
+// BuildFront compiles the front of this checkout into out with the C compiler cc and
+// FrontCFlags: FrontCC for the host, <triple>-linux-musl-gcc for another platform.
+func BuildFront(cc, out string) error {
 	cmd := exec.Command(cc, slices.Concat(FrontCFlags, []string{"-o", out, FrontSource})...)
 	cmd.Dir = testenv.RepoRoot()
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%s: %w\n%s(the front needs a C compiler: Debian's gcc)", cmd, err, b)
+		return fmt.Errorf("%s: %w\n%s(the front needs Debian's musl: `make front-deps` installs it, or hack/front/deps.sh names the packages)", cmd, err, b)
 	}
-	return filepath.Join(dir, install.GoPlugin), nil
+	return nil
 }
 
 // InstallPlugin builds the plugin pair into dir (BuildPlugin) and installs it into
