@@ -202,9 +202,33 @@ func BenchmarkExecGo(b *testing.B) {
 // per call: the front posts the call to ipamd, which runs the plugin's code for it
 // (here a stand-in ipamd that runs cniplugin.ServeForwarded with an allocator that
 // answers at once, so that the figures are the front's own: CPU and page faults per
-// exec, and its size).
+// exec, and its size). With NICPOOL_BENCH_FRONT_BASELINE naming another build of the
+// front (an earlier commit's, say), it measures that build and this checkout's back to
+// back in one run, as the sub-benchmarks front=baseline and front=built.
 func BenchmarkExecAdd(b *testing.B) {
-	benchmarkAdd(b, func(w http.ResponseWriter, r *http.Request) {
+	baseline := os.Getenv("NICPOOL_BENCH_FRONT_BASELINE")
+	if baseline == "" {
+		benchmarkAdd(b, binary, serveAdd(b))
+		return
+	}
+	// Installed beside nicpool-cni as the built front is, for the same reasons.
+	data, err := os.ReadFile(baseline)
+	if err != nil {
+		b.Fatal(err)
+	}
+	copied := filepath.Join(filepath.Dir(binary), "nicpool-baseline")
+	if err := os.WriteFile(copied, data, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = os.Remove(copied) })
+	for _, f := range []struct{ name, path string }{{"front=baseline", copied}, {"front=built", binary}} {
+		b.Run(f.name, func(b *testing.B) { benchmarkAdd(b, f.path, serveAdd(b)) })
+	}
+}
+
+// serveAdd is the stand-in ipamd's answer to the front's POST /v1/cni.
+func serveAdd(b *testing.B) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			b.Errorf("read the front's frame: %v", err)
@@ -223,7 +247,7 @@ func BenchmarkExecAdd(b *testing.B) {
 			return
 		}
 		server.WriteAnswer(w, a)
-	})
+	}
 }
 
 // instantIPAMD allocates the stand-in's address at once; ADD asks nothing else.
@@ -240,7 +264,7 @@ func (instantIPAMD) Allocate(context.Context, *api.AllocateRequest) (*api.Alloca
 // one older than the front does): the front's exec, its POST, and the Go plugin's
 // whole call after it (CPU, page faults), the cost of every call before the front.
 func BenchmarkExecAddHandedOff(b *testing.B) {
-	benchmarkAdd(b, http.NotFound)
+	benchmarkAdd(b, binary, http.NotFound)
 }
 
 // benchmarkAdd runs one CNI ADD per iteration, as the runtime makes it, against a
@@ -249,7 +273,7 @@ func BenchmarkExecAddHandedOff(b *testing.B) {
 // interface is CPU the pods' other work does not get on a busy node. CNI_NETNS names
 // a file that exists, as a sandbox's namespace does on a node, so that ADD checks it
 // as there. It asserts only that each ADD printed its address.
-func benchmarkAdd(b *testing.B, cni http.HandlerFunc) {
+func benchmarkAdd(b *testing.B, front string, cni http.HandlerFunc) {
 	run := b.TempDir()
 	netns := filepath.Join(run, "netns")
 	if err := os.WriteFile(netns, nil, 0o644); err != nil {
@@ -272,7 +296,7 @@ func benchmarkAdd(b *testing.B, cni http.HandlerFunc) {
 	env := []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_NETNS=" + netns, "CNI_IFNAME=eth0", "CNI_PATH=/opt/cni/bin",
 		"CNI_ARGS=K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0;K8S_POD_UID=u1", "NICPOOL_CNI_RUN_DIR=" + run}
 	conf := `{"cniVersion":"1.1.0","name":"bench","type":"macvlan","master":"eth0","ipam":{"type":"nicpool","ipam_unix_socket_path":"/run/nicpool/ipamd.sock","request_timeout":"2m0s"}}`
-	benchmarkExec(b, binary, env, conf, func(out []byte) bool { return bytes.Contains(out, []byte(`"10.6.0.7/16"`)) })
+	benchmarkExec(b, front, env, conf, func(out []byte) bool { return bytes.Contains(out, []byte(`"10.6.0.7/16"`)) })
 }
 
 // allocated is the stand-in ipamd's answer to every allocation.
