@@ -21,7 +21,8 @@ import (
 // With the RBAC and admission policies the manifests render, impersonating each writer
 // of IPBlocks (the allocation records): a user whom RBAC lets write IPBlocks still
 // cannot write a record, unless RBAC also allows the override verb (cluster-admin has
-// it, through its wildcard); only metadata of a block is RBAC's alone. An ipamd claims
+// it, through its wildcard); only a block's labels and annotations, and deleting a
+// block without records, are RBAC's alone. An ipamd claims
 // only empty blocks of its own node, creates blocks of no node when it moves an older
 // layout's records, takes only a block of no node, and never gives a block to another
 // node; it still writes records in another node's block (it borrows once every block
@@ -145,7 +146,10 @@ func TestIPBlockWriters(t *testing.T) {
 	refused("bob rewrites a record", patch(bob, a.Name, record("10.77.0.1", "tenant/bob", "pod-bob")), onlyNicpool)
 	refused("bob releases a record", patch(bob, b.Name, record("10.77.0.17", "", "")), onlyNicpool)
 	works("bob labels a block (records untouched)", patch(bob, a.Name, `{"metadata":{"labels":{"team":"net"}}}`))
-	works("bob deletes a block (RBAC's alone)", bob.Delete(ctx, block("10.77.0.48", "", nil)))
+	refused("bob deletes a block that holds a record", bob.Delete(ctx, block("10.77.0.48", "", nil)), "still records 1 addresses of pods")
+	refused("bob re-points a block's owner", patch(bob, a.Name, `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"00000000-0000-4000-8000-00000000dead"}]}}`), "metadata.ownerReferences of an IPBlock is changed only by")
+	works("the webhook empties the block", patch(webhook, pool+".10.77.0.48", record("10.77.0.49", "", "")))
+	works("bob deletes a block without records (RBAC's alone)", bob.Delete(ctx, block("10.77.0.48", "", nil)))
 
 	works("the webhook's garbage collector releases a record in node B's block", patch(webhook, b.Name, record("10.77.0.17", "", "")))
 	works("carol, allowed to override, releases a stuck record", patch(carol, a.Name, record("10.77.0.1", "", "")))

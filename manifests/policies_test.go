@@ -19,6 +19,7 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/testenv"
+	endpointpkg "github.com/nicpool/nicpool/ipamd/endpoint"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
@@ -189,6 +190,7 @@ func TestOnlyNicpoolWritesEndpointsAndAllocations(t *testing.T) {
 	// db-1 is deleted and recreated by its StatefulSet on node A: a new pod UID.
 	taken := b1.DeepCopy()
 	taken.Status.Current.UID, taken.Status.Current.Node = "pod-b-again", "node-a"
+	taken.Annotations = map[string]string{endpointpkg.PreviousUIDsAnnotation: "pod-b"}
 	works("ipamd of node A takes over the endpoint of the StatefulSet pod recreated on it", ipamdA.Update(ctx, taken))
 
 	// Deleting is RBAC's business: the garbage collector and a tenant's cleanup.

@@ -18,8 +18,8 @@ var ErrNotResolved = errors.New("not resolved at admission")
 // the pod carries neither annotation, or it carries ippool beside ippools (it chose
 // eth0's pools only). An interface that a plain ippools leaves out is an error, as with
 // spiderpool: defaults would serve it from pools its author never chose. A selection
-// that admission did not resolve is an error wrapping ErrNotResolved; no node
-// resolves it again.
+// that admission did not resolve (an entry without interface, a wildcard pattern) is
+// an error wrapping ErrNotResolved; no node resolves it again.
 func Selected(podAnnotations map[string]string, iface string) (sel PoolSelection, ok bool, err error) {
 	v, hasPools := podAnnotations[IPPools]
 	_, single := podAnnotations[IPPool]
@@ -38,6 +38,12 @@ func Selected(podAnnotations map[string]string, iface string) (sel PoolSelection
 		if e.Interface == "" {
 			return PoolSelection{}, false, fmt.Errorf("%w: %s entry %d names no interface (nicpool's pod webhook names every entry): delete the pod so that it is created again through the webhook",
 				ErrNotResolved, IPPools, i)
+		}
+		for _, name := range append(append([]string(nil), e.IPv4...), e.IPv6...) {
+			if IsWildcard(name) {
+				return PoolSelection{}, false, fmt.Errorf("%w: %s entry %d (interface %s) names the pattern %q, not a pool (nicpool's pod webhook replaces every pattern by the pools it matches): delete the pod so that it is created again through the webhook",
+					ErrNotResolved, IPPools, i, e.Interface, name)
+			}
 		}
 	}
 	for _, e := range entries {

@@ -30,6 +30,8 @@ func TestSelected(t *testing.T) {
 		{name: "malformed", annotations: map[string]string{IPPools: `[`}, iface: "eth0", wantErr: "metadata.annotations[ipam.spidernet.io/ippools]"},
 		{name: "unnamed entries are not resolved", annotations: map[string]string{IPPools: `[{"ipv4":["a"]}]`}, iface: "eth0",
 			wantErr: "entry 0 names no interface", notResolved: true},
+		{name: "a wildcard is not resolved", annotations: map[string]string{IPPools: `[{"interface":"eth0","ipv4":["a"]},{"interface":"net1","ipv6":["b6","b-*"]}]`}, iface: "eth0",
+			wantErr: `entry 1 (interface net1) names the pattern "b-*", not a pool`, notResolved: true},
 		{name: "single-NIC alone is not resolved", annotations: map[string]string{IPPool: `{"ipv4":["a"]}`}, iface: "eth0",
 			wantErr: "ipam.spidernet.io/ippool is set", notResolved: true},
 	}

@@ -55,7 +55,7 @@ func (c Choice) Families() []int64 {
 }
 
 // Choose returns the pools of one interface. pools is every pool the caller knows, for
-// wildcard expansion and cluster defaults; ns may be nil. The pod's own choice is read
+// the wildcard patterns of default pools and the cluster defaults; ns may be nil. The pod's own choice is read
 // as admission resolved it (annotations.Selected); a selection that admission did not
 // resolve, or an ippools that leaves the interface out, is an error that names the
 // annotation and what to fix.
@@ -65,7 +65,8 @@ func Choose(pod *corev1.Pod, ns *corev1.Namespace, iface string, network api.Net
 		return Choice{}, err
 	}
 	if ok {
-		return Choice{Interface: iface, IPv4: expand(s.IPv4, pools), IPv6: expand(s.IPv6, pools), CleanGateway: s.CleanGateway, Source: SourcePod}, nil
+		// Concrete pool names (Selected refuses any other): admission bounded them.
+		return Choice{Interface: iface, IPv4: s.IPv4, IPv6: s.IPv6, CleanGateway: s.CleanGateway, Source: SourcePod}, nil
 	}
 	c := Choice{Interface: iface, CleanGateway: network.CleanGateway}
 	if ns != nil {

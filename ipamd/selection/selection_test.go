@@ -32,9 +32,12 @@ func TestChoose(t *testing.T) {
 		wantErr string
 	}{
 		{name: "resolved entry for the interface", iface: "net1",
-			pod:  pod(map[string]string{"k8s.v1.cni.cncf.io/networks": "macvlan", "ipam.spidernet.io/ippools": `[{"interface":"eth0","ipv4":["v4-a"]},{"interface":"net1","ipv4":["blue-*"],"ipv6":["v6-a"],"cleangateway":true}]`}),
-			want: Choice{Interface: "net1", IPv4: []string{"blue-1", "blue-2"}, IPv6: []string{"v6-a"}, CleanGateway: true, Source: SourcePod}},
+			pod:  pod(map[string]string{"k8s.v1.cni.cncf.io/networks": "macvlan", "ipam.spidernet.io/ippools": `[{"interface":"eth0","ipv4":["v4-a"]},{"interface":"net1","ipv4":["blue-2","blue-1"],"ipv6":["v6-a"],"cleangateway":true}]`}),
+			want: Choice{Interface: "net1", IPv4: []string{"blue-2", "blue-1"}, IPv6: []string{"v6-a"}, CleanGateway: true, Source: SourcePod}},
 		// Admission resolves the selection; a node never resolves it again.
+		{name: "a wildcard (not expanded at admission) is refused, not expanded", iface: "net1", ns: nsWith,
+			pod:     pod(map[string]string{"k8s.v1.cni.cncf.io/networks": "macvlan", "ipam.spidernet.io/ippools": `[{"interface":"eth0","ipv4":["v4-a"]},{"interface":"net1","ipv4":["blue-*"]}]`}),
+			wantErr: `ipam.spidernet.io/ippools entry 1 (interface net1) names the pattern "blue-*", not a pool`},
 		{name: "unnamed entries (not admitted by nicpool) are refused", iface: "net1", ns: nsWith,
 			pod:     pod(map[string]string{"k8s.v1.cni.cncf.io/networks": "macvlan", "ipam.spidernet.io/ippools": `[{"ipv4":["v4-a"]},{"ipv4":["blue-1"]}]`}),
 			wantErr: "ipam.spidernet.io/ippools entry 0 names no interface"},

@@ -121,7 +121,8 @@ func recordedPools(ep *v2beta1.SpiderEndpoint, uid, iface string) []string {
 }
 
 // forget removes an interface from the pod's endpoint, deleting the endpoint when it
-// was the last one. Pools are released before: a crash in between leaves an endpoint
+// was the last one (one taken over is left without records, for the garbage
+// collector: see endpoint.Deletable). Pools are released before: a crash in between leaves an endpoint
 // entry without pool records, which the next ADD replaces and the next DEL removes.
 func (s *Service) forget(ctx context.Context, key types.NamespacedName, uid, iface string) error {
 	for range maxDecisions {
@@ -143,7 +144,7 @@ func (s *Service) forget(ctx context.Context, key types.NamespacedName, uid, ifa
 		atts := endpoint.Attachments(upd)
 		delete(atts, iface)
 		endpoint.SetAttachments(upd, atts)
-		if len(ips) == 0 {
+		if len(ips) == 0 && endpoint.Deletable(upd, s.Node) {
 			err = s.endpoints.Delete(ctx, upd)
 			if err == nil || apierrors.IsNotFound(err) {
 				return nil

@@ -56,7 +56,7 @@ func (s *Service) adopt(ctx context.Context, pod *corev1.Pod, iface string, netw
 			return nil, false, fmt.Errorf("%w: SpiderEndpoint %s/%s holds the addresses of StatefulSet %s's pod of this name, which comes back; this pod is not controlled by StatefulSet %s: delete it, or scale the StatefulSet below this ordinal",
 				errEndpointReserved, ep.Namespace, ep.Name, set, set)
 		default:
-			err = s.discard(ctx, ep)
+			taken, err = s.discard(ctx, pod, ep)
 		}
 		if errors.Is(err, errEndpointMoved) {
 			continue
@@ -151,11 +151,24 @@ func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spi
 			return nil, err
 		}
 	}
+	upd, err := s.rewrite(ctx, pod, ep, kept)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("took over SpiderEndpoint", "kept", len(kept), "of", len(ep.Status.Current.IPs))
+	return upd, nil
+}
+
+// rewrite gives ep to pod with the records kept (a subset of its predecessor's), as
+// the endpoint policy lets a takeover write: this node, the pod's UID, the
+// predecessor's UID appended to the endpoint's previous UIDs.
+func (s *Service) rewrite(ctx context.Context, pod *corev1.Pod, ep *v2beta1.SpiderEndpoint, kept []v2beta1.IPAllocationDetail) (*v2beta1.SpiderEndpoint, error) {
 	upd := ep.DeepCopy() // carries ep's UID and resourceVersion: the write's preconditions
 	kind, name := workload.Controller(pod.Name, pod.OwnerReferences)
 	upd.Status.Current = v2beta1.PodIPAllocation{UID: string(pod.UID), Node: s.Node, IPs: kept}
 	upd.Status.OwnerControllerType, upd.Status.OwnerControllerName = kind, name
 	endpoint.SetAttachments(upd, nil) // the old containers are gone; each ADD records its own
+	endpoint.AppendPreviousUID(upd, ep.Status.Current.UID)
 	err := s.endpoints.Update(ctx, upd)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil, errEndpointMoved
@@ -163,7 +176,6 @@ func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spi
 	if err != nil {
 		return nil, err
 	}
-	log.Info("took over SpiderEndpoint", "kept", len(kept), "of", len(ep.Status.Current.IPs))
 	return upd, nil
 }
 
@@ -216,7 +228,11 @@ func keptFamilies(pod *corev1.Pod, ns *corev1.Namespace, ifs []annotations.Inter
 // discard releases what the leftover endpoint's pod (its namespace/name, the UID it
 // records) still holds, and deletes the endpoint with its UID and resourceVersion as
 // preconditions. Records of any other pod stay, whatever UID the endpoint names.
-func (s *Service) discard(ctx context.Context, ep *v2beta1.SpiderEndpoint) error {
+//
+// An endpoint of this node that no pod took over before is deleted. Any other (of
+// another node, or with previous UIDs) is not this ipamd's to delete (the endpoint
+// policy refuses it): the pod takes it over with no records instead.
+func (s *Service) discard(ctx context.Context, pod *corev1.Pod, ep *v2beta1.SpiderEndpoint) (*v2beta1.SpiderEndpoint, error) {
 	var extra []string
 	for _, d := range ep.Status.Current.IPs {
 		for _, p := range []*string{d.IPv4Pool, d.IPv6Pool} {
@@ -228,18 +244,21 @@ func (s *Service) discard(ctx context.Context, ep *v2beta1.SpiderEndpoint) error
 	if uid := ep.Status.Current.UID; uid != "" {
 		released, err := s.releaseAll(ctx, allocator.Owner{Pod: ep.Namespace + "/" + ep.Name, PodUID: uid}, ep, extra...)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		s.Log.Info("released leftover SpiderEndpoint of another pod UID", "endpoint", ep.Namespace+"/"+ep.Name, "previousUID", uid, "released", released)
+	}
+	if !endpoint.Deletable(ep, s.Node) {
+		return s.rewrite(ctx, pod, ep, nil)
 	}
 	err := s.endpoints.Delete(ctx, ep)
 	switch {
 	case apierrors.IsConflict(err):
-		return errEndpointMoved
+		return nil, errEndpointMoved
 	case err != nil && !apierrors.IsNotFound(err):
-		return err
+		return nil, err
 	}
-	return nil
+	return nil, nil
 }
 
 func deref(p *string) string {

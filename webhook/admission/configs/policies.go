@@ -10,6 +10,7 @@ import (
 	"github.com/nicpool/nicpool/crds/annotations"
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/endpoint"
 	"github.com/nicpool/nicpool/webhook/admission/pod"
 )
 
@@ -174,6 +175,10 @@ func endpointsSpec(o Options) admissionregistrationv1.ValidatingAdmissionPolicyS
 			admissionregistrationv1.Variable{Name: "onlyFinalizers", Expression: "request.operation == 'UPDATE' && has(oldObject.metadata.deletionTimestamp) && " +
 				same("status") + " && " + same("metadata.labels") + " && " + same("metadata.annotations") + " && " + same("metadata.ownerReferences")},
 			admissionregistrationv1.Variable{Name: "records", Expression: "request.operation != 'DELETE' && has(object.status) && has(object.status.current) && has(object.status.current.ips) ? object.status.current.ips : []"},
+			admissionregistrationv1.Variable{Name: "oldRecords", Expression: "request.operation == 'UPDATE' && has(oldObject.status) && has(oldObject.status.current) && has(oldObject.status.current.ips) ? oldObject.status.current.ips : []"},
+			admissionregistrationv1.Variable{Name: "deletedNode", Expression: "request.operation != 'DELETE' ? '' : " + field("oldObject", "node")},
+			admissionregistrationv1.Variable{Name: "newPrevious", Expression: "request.operation != 'DELETE' && has(object.metadata.annotations) && " + cel(endpointPreviousUIDs) + " in object.metadata.annotations ? object.metadata.annotations[" + cel(endpointPreviousUIDs) + "] : ''"},
+			admissionregistrationv1.Variable{Name: "oldPrevious", Expression: "request.operation != 'CREATE' && has(oldObject.metadata.annotations) && " + cel(endpointPreviousUIDs) + " in oldObject.metadata.annotations ? oldObject.metadata.annotations[" + cel(endpointPreviousUIDs) + "] : ''"},
 		),
 		Validations: []admissionregistrationv1.Validation{
 			// Anyone RBAC lets delete an endpoint may: the namespace controller does, and
@@ -204,6 +209,33 @@ func endpointsSpec(o Options) admissionregistrationv1.ValidatingAdmissionPolicyS
 				MessageExpression: cel(IpamdServiceAccount+" of node ") + " + variables.node + " + cel(" may not change the SpiderEndpoint of pod UID ") + " + variables.oldUID + " + cel(" on node ") + " + variables.oldNode + " + cel(": only a new pod of that name on this node takes it over"),
 			},
 			{
+				// A takeover (any change of the pod UID) keeps a subset of the
+				// predecessor's records, as ipamd's takeover writes: it moves addresses
+				// to the new pod, never adds one.
+				Expression:        "!variables.ipamd || request.operation != 'UPDATE' || variables.oldUID == variables.newUID || " + ips + ".all(d, variables.oldRecords.exists(e, " + keptRecordCEL("d", "e") + "))",
+				Reason:            forbidden,
+				MessageExpression: cel(IpamdServiceAccount+" of node ") + " + variables.node + " + cel(" takes over the SpiderEndpoint of pod UID ") + " + variables.oldUID + " + cel(" only keeping some of its records (status.current.ips) unchanged for the new pod; it adds or changes none"),
+			},
+			{
+				// The previous UIDs only grow, by the UID a takeover replaces; an
+				// endpoint never returns to one of them. So no sequence of takeovers by
+				// any ipamd hands a pod's endpoint back to that pod changed.
+				Expression: "!variables.ipamd || request.operation != 'UPDATE' || (variables.oldUID == variables.newUID ? variables.newPrevious == variables.oldPrevious : " +
+					"(variables.newPrevious == (variables.oldPrevious == '' ? variables.oldUID : variables.oldPrevious + ' ' + variables.oldUID) && !(variables.newUID in variables.oldPrevious.split(' '))))",
+				Reason: forbidden,
+				MessageExpression: "variables.oldUID != variables.newUID && variables.oldPrevious.split(' ').exists(u, u == variables.newUID) ? " +
+					cel("SpiderEndpoint ") + " + object.metadata.namespace + '/' + object.metadata.name + " + cel(" belonged to pod UID ") + " + variables.newUID + " + cel(" before: an endpoint never goes back to a previous pod UID (metadata.annotations["+endpointPreviousUIDs+"])") + " : " +
+					cel("metadata.annotations["+endpointPreviousUIDs+"] of a SpiderEndpoint only grows, by the pod UID a takeover replaces"),
+			},
+			{
+				// An ipamd deletes only its own node's endpoints that no pod took over:
+				// others it takes over (discarding their records) and the garbage
+				// collector deletes.
+				Expression:        "!variables.ipamd || request.operation != 'DELETE' || ((variables.deletedNode == '' || variables.deletedNode == variables.node) && variables.oldPrevious == '')",
+				Reason:            forbidden,
+				MessageExpression: cel(IpamdServiceAccount+" of node ") + " + variables.node + " + cel(" deletes only SpiderEndpoints of that node that were never taken over, not ") + " + oldObject.metadata.namespace + '/' + oldObject.metadata.name + (variables.oldPrevious != '' ? " + cel(" (taken over before: nicpool's garbage collector deletes it once its pod is gone)") + " : " + cel(" of node ") + " + variables.deletedNode)",
+			},
+			{
 				Expression: keeps + "variables.newUID != ''",
 				Reason:     invalid,
 				Message:    "status.current.uid: Required value: the metadata.uid of the pod that holds these addresses",
@@ -232,6 +264,19 @@ func endpointsSpec(o Options) admissionregistrationv1.ValidatingAdmissionPolicyS
 	}
 }
 
+// endpointPreviousUIDs is the list of an endpoint's previous pod UIDs.
+const endpointPreviousUIDs = endpoint.PreviousUIDsAnnotation
+
+// keptRecordCEL says endpoint record d is record e of the same interface with some of
+// its fields (a family's address, pool and gateway) left out and none changed.
+func keptRecordCEL(d, e string) string {
+	out := e + ".interface == " + d + ".interface"
+	for _, f := range []string{"ipv4", "ipv6", "ipv4Pool", "ipv6Pool", "ipv4Gateway", "ipv6Gateway", "vlan", "cleanGateway", "routes"} {
+		out += " && (!has(" + d + "." + f + ") || (has(" + e + "." + f + ") && " + d + "." + f + " == " + e + "." + f + "))"
+	}
+	return out
+}
+
 // interfaceNameCEL is annotations.ValidateInterfaceName as CEL: 1 to 15 printable
 // ASCII characters without '/', ':' or white space, not "." or "..". A test holds
 // the two to the same catalogue.
@@ -249,9 +294,15 @@ func poolStatusSpec(o Options) admissionregistrationv1.ValidatingAdmissionPolicy
 
 // blocksSpec confines IPBlock writes as far as ipamd/ledger makes it sound.
 //
-// Who: nicpool's service accounts, a principal allowed OverrideVerb on ipblocks, or
-// anyone whose update leaves spec and status alone (labels, the garbage collector
-// orphaning a block of a deleted pool). DELETE is RBAC's alone.
+// Who: nicpool's service accounts, or a principal allowed OverrideVerb on ipblocks.
+// Anyone else (RBAC permitting) may only change a block's labels and annotations,
+// which nothing of nicpool reads, and delete a block that holds no record. Every
+// other field is what the ledger relies on: spec and status are the records; the
+// ownerReference to the pool is how deleting the pool removes its blocks, so a forged
+// one would have the Kubernetes garbage collector delete a block with its records;
+// a finalizer removed from a block being deleted deletes it. A block being deleted
+// gains no address, whoever writes, so that no record is written into a block about
+// to go.
 //
 // Which node, for an ipamd: it claims a block by creating it empty with spec.node set
 // to its own node; moving an older layout's records (ledger.Migrate) creates blocks of
@@ -265,26 +316,63 @@ func poolStatusSpec(o Options) admissionregistrationv1.ValidatingAdmissionPolicy
 func blocksSpec(o Options) admissionregistrationv1.ValidatingAdmissionPolicySpec {
 	forbidden := ptrTo(metav1.StatusReasonForbidden)
 	node := func(obj string) string { return "(has(" + obj + ".spec.node) ? " + obj + ".spec.node : '')" }
+	records := func(obj string) string {
+		return "(has(" + obj + ".status) && has(" + obj + ".status.allocations) ? " + obj + ".status.allocations : {})"
+	}
+	// same says an UPDATE leaves the optional metadata field unchanged.
+	same := func(f string) string {
+		return "(has(object.metadata." + f + ") == has(oldObject.metadata." + f + ") && (!has(object.metadata." + f + ") || object.metadata." + f + " == oldObject.metadata." + f + "))"
+	}
 	gr := ipamv1alpha1.GroupVersion.Group
+	writers := fmt.Sprintf("nicpool's service accounts (%s and %s in namespace %s), or whom RBAC allows the verb %q on ipblocks.%s (cluster-admin does)",
+		IpamdServiceAccount, WebhookServiceAccount, o.Namespace, OverrideVerb, gr)
+	privileged := "variables.nicpool || variables.override || request.operation != 'UPDATE'"
 	return admissionregistrationv1.ValidatingAdmissionPolicySpec{
 		MatchConstraints: constraints([]string{gr}, "ipblocks", admissionregistrationv1.ClusterScope,
-			admissionregistrationv1.Create, admissionregistrationv1.Update),
+			admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete),
 		Variables: append(writerVariables(o),
 			admissionregistrationv1.Variable{Name: "override", Expression: "authorizer.group(" + cel(gr) + ").resource('ipblocks').check(" + cel(OverrideVerb) + ").allowed()"},
-			admissionregistrationv1.Variable{Name: "recordsKept", Expression: "request.operation == 'UPDATE' && object.spec == oldObject.spec && has(object.status) == has(oldObject.status) && (!has(object.status) || object.status == oldObject.status)"},
-			admissionregistrationv1.Variable{Name: "newNode", Expression: node("object")},
+			admissionregistrationv1.Variable{Name: "newNode", Expression: "request.operation == 'DELETE' ? '' : " + node("object")},
 			admissionregistrationv1.Variable{Name: "oldNode", Expression: "request.operation == 'UPDATE' ? " + node("oldObject") + " : ''"},
-			admissionregistrationv1.Variable{Name: "empty", Expression: "!has(object.status) || !has(object.status.allocations) || size(object.status.allocations) == 0"},
+			admissionregistrationv1.Variable{Name: "newRecords", Expression: "request.operation == 'DELETE' ? {} : " + records("object")},
+			admissionregistrationv1.Variable{Name: "oldRecords", Expression: "request.operation == 'CREATE' ? {} : " + records("oldObject")},
+			admissionregistrationv1.Variable{Name: "empty", Expression: "size(variables.newRecords) == 0"},
+			admissionregistrationv1.Variable{Name: "recordsKept", Expression: "request.operation == 'UPDATE' && object.spec == oldObject.spec && has(object.status) == has(oldObject.status) && (!has(object.status) || object.status == oldObject.status)"},
 		),
 		Validations: []admissionregistrationv1.Validation{
 			{
-				Expression: "variables.nicpool || variables.override || variables.recordsKept",
+				Expression: "variables.nicpool || variables.override || request.operation == 'DELETE' || variables.recordsKept",
 				Reason:     forbidden,
-				Message: fmt.Sprintf("IPBlocks are written only by nicpool's service accounts (%s and %s in namespace %s), or by whom RBAC allows the verb %q on ipblocks.%s (cluster-admin does): each record says which pod holds an address. Delete the pod to release its addresses",
-					IpamdServiceAccount, WebhookServiceAccount, o.Namespace, OverrideVerb, gr),
+				Message:    "IPBlocks are written only by " + writers + ": each record says which pod holds an address. Delete the pod to release its addresses",
 			},
 			{
-				Expression: "!variables.ipamd || variables.node != ''",
+				// What a deletion erases: the records. An empty block may go (the pool's
+				// finalizer and the garbage collector remove those of a deleted pool).
+				Expression:        "request.operation != 'DELETE' || variables.nicpool || variables.override || size(variables.oldRecords) == 0",
+				Reason:            forbidden,
+				MessageExpression: cel("IPBlock ") + " + oldObject.metadata.name + " + cel(" still records ") + " + string(size(variables.oldRecords)) + " + cel(" addresses of pods, and is deleted only by "+writers+": deleting it would free addresses pods may still use. Delete the pods first, or release stuck records with kubectl nicpool release"),
+			},
+			{
+				Expression: privileged + " || " + same("ownerReferences"),
+				Reason:     forbidden,
+				Message:    "metadata.ownerReferences of an IPBlock is changed only by " + writers + ": it ties the block to its pool, and the garbage collector deletes a block, records included, whose owner is gone",
+			},
+			{
+				// A finalizer held by a block being deleted is the last thing that keeps
+				// it; without records, it may go.
+				Expression: privileged + " || " + same("finalizers") + " || (size(variables.oldRecords) == 0 && (!has(object.metadata.finalizers) || object.metadata.finalizers.all(f, has(oldObject.metadata.finalizers) && f in oldObject.metadata.finalizers)))",
+				Reason:     forbidden,
+				Message:    "metadata.finalizers of an IPBlock that holds records is changed only by " + writers + ": removing the last finalizer of a block being deleted deletes its records",
+			},
+			{
+				// An admin's override is exempt; nicpool's service accounts are not, even
+				// where RBAC grants them every verb.
+				Expression:        "(variables.override && !variables.nicpool) || request.operation != 'UPDATE' || !has(oldObject.metadata.deletionTimestamp) || variables.newRecords.all(a, a in variables.oldRecords)",
+				Reason:            forbidden,
+				MessageExpression: cel("IPBlock ") + " + object.metadata.name + " + cel(" is being deleted: no address is allocated in it (its records would go with it); allocate in another block"),
+			},
+			{
+				Expression: "!variables.ipamd || request.operation == 'DELETE' || variables.node != ''",
 				Reason:     forbidden,
 				Message: fmt.Sprintf("%s's credentials name no node (user extra %s): run it with a service account token bound to its pod, as the DaemonSet's projected token is, so the API server knows which node it acts for",
 					IpamdServiceAccount, NodeNameExtra),
@@ -321,6 +409,12 @@ var resolvedSelections, singleSelection = func() (string, string) {
 	return `^\[` + entry + `(?:,` + entry + `)*\]$`, `^\[` + eth0 + `\]$`
 }()
 
+// ImmutablePodAnnotations are the pod annotations admission decides on: what a pod
+// selects (resolved at CREATE into concrete pools per interface, within admission's
+// bounds), the routes nicpool gives its interfaces, and the endpoint stamp. They are
+// fixed once the pod exists: an edit would reach ipamd without admission.
+var ImmutablePodAnnotations = []string{annotations.IPPools, annotations.IPPool, annotations.Routes, annotations.EndpointUID}
+
 func podsSpec() admissionregistrationv1.ValidatingAdmissionPolicySpec {
 	ann := "object.metadata.annotations"
 	subnets := make([]string, len(SpiderSubnetAnnotations))
@@ -328,36 +422,51 @@ func podsSpec() admissionregistrationv1.ValidatingAdmissionPolicySpec {
 		subnets[i] = cel(k)
 	}
 	subnetList := "[" + strings.Join(subnets, ", ") + "]"
+	fixed := make([]string, len(ImmutablePodAnnotations))
+	for i, k := range ImmutablePodAnnotations {
+		fixed[i] = cel(k)
+	}
+	fixedList := "[" + strings.Join(fixed, ", ") + "]"
 	sts := "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, " + statefulSetOwnerCEL("r") + ")"
 	unresolved := "is not as nicpool's mutating webhook leaves it: check that nicpool's MutatingWebhookConfiguration is installed and that no later webhook rewrites nicpool's annotations"
 	invalid := ptrTo(metav1.StatusReasonInvalid)
+	onCreate := "request.operation != 'CREATE' || "
 	return admissionregistrationv1.ValidatingAdmissionPolicySpec{
-		MatchConstraints: constraints([]string{""}, "pods", admissionregistrationv1.NamespacedScope, admissionregistrationv1.Create),
+		MatchConstraints: constraints([]string{""}, "pods", admissionregistrationv1.NamespacedScope, admissionregistrationv1.Create, admissionregistrationv1.Update),
 		MatchConditions: []admissionregistrationv1.MatchCondition{{
-			Name:       podConditionName,
-			Expression: podCondition + " || (has(" + ann + ") && " + subnetList + ".exists(k, k in " + ann + "))",
+			Name: podConditionName,
+			Expression: "request.operation == 'UPDATE' ? " +
+				"((has(" + ann + ") && " + fixedList + ".exists(k, k in " + ann + ")) || (has(oldObject.metadata.annotations) && " + fixedList + ".exists(k, k in oldObject.metadata.annotations))) : " +
+				"(" + podCondition + " || (has(" + ann + ") && " + subnetList + ".exists(k, k in " + ann + ")))",
 		}},
 		Variables: []admissionregistrationv1.Variable{
 			{Name: "annotations", Expression: "has(" + ann + ") ? " + ann + " : {}"},
+			{Name: "oldAnnotations", Expression: "request.operation == 'UPDATE' && has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
 		},
 		Validations: []admissionregistrationv1.Validation{
 			{
-				Expression:        "!" + subnetList + ".exists(k, k in variables.annotations)",
+				Expression: "request.operation != 'UPDATE' || " + fixedList + ".all(k, (k in variables.annotations) == (k in variables.oldAnnotations) && (!(k in variables.annotations) || variables.annotations[k] == variables.oldAnnotations[k]))",
+				Reason:     invalid,
+				MessageExpression: "'metadata.annotations[' + " + fixedList + ".filter(k, (k in variables.annotations) != (k in variables.oldAnnotations) || ((k in variables.annotations) && variables.annotations[k] != variables.oldAnnotations[k]))[0] + " +
+					cel("]: Forbidden: nicpool's pod annotations ("+strings.Join(ImmutablePodAnnotations, ", ")+") cannot be added, changed or removed once the pod exists: admission resolved them when the pod was created. To change them, delete the pod and create it again with the new annotations (for a Deployment or StatefulSet, change its pod template)"),
+			},
+			{
+				Expression:        onCreate + "!" + subnetList + ".exists(k, k in variables.annotations)",
 				Reason:            invalid,
 				MessageExpression: "'metadata.annotations[' + " + subnetList + ".filter(k, k in variables.annotations)[0] + " + cel("]: Forbidden: nicpool has no SpiderSubnet, so SpiderSubnet annotations (subnet, subnets, ippool-ip-number, ippool-reclaim) would be ignored and the pod would land in another pool; create a SpiderIPPool for the addresses and select it per interface with "+annotations.IPPools+`, e.g. [{"interface":"net1","ipv4":["pool-a"]}]`),
 			},
 			{
-				Expression: "!(" + cel(annotations.IPPool) + " in variables.annotations) || (" + cel(annotations.IPPools) + " in variables.annotations && variables.annotations[" + cel(annotations.IPPools) + "].matches(r'" + singleSelection + "'))",
+				Expression: onCreate + "!(" + cel(annotations.IPPool) + " in variables.annotations) || (" + cel(annotations.IPPools) + " in variables.annotations && variables.annotations[" + cel(annotations.IPPools) + "].matches(r'" + singleSelection + "'))",
 				Reason:     invalid,
 				Message:    "metadata.annotations[" + annotations.IPPool + "]: " + unresolved + " (it turns " + annotations.IPPool + " into an " + annotations.IPPools + " entry for " + annotations.DefaultInterface + ")",
 			},
 			{
-				Expression: "!(" + cel(annotations.IPPools) + " in variables.annotations) || (size(variables.annotations[" + cel(annotations.IPPools) + "]) <= " + fmt.Sprint(pod.MaxSelectionBytes) + " && variables.annotations[" + cel(annotations.IPPools) + "].matches(r'" + resolvedSelections + "'))",
+				Expression: onCreate + "!(" + cel(annotations.IPPools) + " in variables.annotations) || (size(variables.annotations[" + cel(annotations.IPPools) + "]) <= " + fmt.Sprint(pod.MaxSelectionBytes) + " && variables.annotations[" + cel(annotations.IPPools) + "].matches(r'" + resolvedSelections + "'))",
 				Reason:     invalid,
 				Message:    "metadata.annotations[" + annotations.IPPools + "]: " + unresolved + " (every entry names its interface and concrete pools)",
 			},
 			{
-				Expression: "(" + sts + ") == (" + cel(annotations.EndpointUID) + " in variables.annotations)",
+				Expression: onCreate + "(" + sts + ") == (" + cel(annotations.EndpointUID) + " in variables.annotations)",
 				Reason:     invalid,
 				Message:    "metadata.annotations[" + annotations.EndpointUID + "]: " + unresolved + " (it stamps every StatefulSet pod, and no other)",
 			},
