@@ -57,6 +57,9 @@ func newAdmitter(in Inputs) *admitter {
 		v.Networks.Set(&in.Networks[i])
 	}
 	a := &admitter{admission: podwebhook.New(v), excluded: map[string]bool{}}
+	// The pods it decides for are running: their controllers were checked when they
+	// were created, and the migration reads no StatefulSets.
+	a.admission.StatefulSets = nil
 	for _, ns := range (configs.Options{}).ExcludedNamespaces() {
 		a.excluded[ns] = true
 	}

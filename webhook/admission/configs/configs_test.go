@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -82,8 +83,19 @@ func TestWhichPodsReachThePodWebhooks(t *testing.T) {
 	selects := map[string]string{annotations.IPPool: `{"ipv4":["m-v4"]}`}
 	calls := func() float64 { return metrics.Requests(nicwebhook.MutatePod) }
 	yes := true
+	// The StatefulSet exists: admission stamps only the pods of a real one.
+	web := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
+		Spec: appsv1.StatefulSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: pod("apps", "web", nil).Spec},
+		},
+	}
+	if err := env.Client.Create(ctx, web); err != nil {
+		t.Fatal(err)
+	}
 	owner := func(apiVersion, kind string, controller bool) []metav1.OwnerReference {
-		r := metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: "web", UID: "00000000-0000-4000-8000-000000000001"}
+		r := metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: "web", UID: web.UID}
 		if controller {
 			r.Controller = &yes
 		}

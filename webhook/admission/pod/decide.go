@@ -53,6 +53,9 @@ type Admission struct {
 	Pools      *views.Pools
 	Namespaces *views.Namespaces
 	Endpoints  *views.Endpoints
+	// StatefulSets confirm a pod's StatefulSet controller reference; nil trusts it
+	// (offline checks).
+	StatefulSets *views.StatefulSets
 	// Networks tells which NetworkAttachmentDefinitions have nicpool as IPAM; nil
 	// when unknown.
 	Networks *views.Networks
@@ -65,24 +68,25 @@ type Admission struct {
 
 // New returns an Admission reading views.
 func New(v *views.All) *Admission {
-	return &Admission{Pools: v.Pools, Namespaces: v.Namespaces, Endpoints: v.Endpoints, Networks: v.Networks}
+	return &Admission{Pools: v.Pools, Namespaces: v.Namespaces, Endpoints: v.Endpoints, StatefulSets: v.StatefulSets, Networks: v.Networks}
 }
 
 // Decide admits a pod being created. Calling it again on a pod with its decision
 // applied yields a decision with no changes.
 func (a *Admission) Decide(ctx context.Context, pod *Pod) Decision {
 	var d Decision
-	a.resolveSelections(ctx, pod, &d)
+	live := views.NewLiveReads(MaxLiveReads)
+	a.resolveSelections(ctx, pod, &d, live)
 	if len(d.Errs) > 0 {
 		return d
 	}
-	a.stampEndpoint(pod, &d)
+	a.stampEndpoint(ctx, pod, &d, live)
 	return d
 }
 
 // resolveSelections rewrites ipam.spidernet.io/ippools (or turns ippool into it) so
 // that every entry names a concrete interface and concrete, usable pools.
-func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision) {
+func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision, live *views.LiveReads) {
 	multi, hasMulti := pod.Annotations[annotations.IPPools]
 	single, hasSingle := pod.Annotations[annotations.IPPool]
 	var sel []annotations.PoolSelection
@@ -137,7 +141,7 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 	default:
 		return
 	}
-	rd := reads{namespace: pod.Namespace, namespaces: a.Namespaces, live: views.NewLiveReads(MaxLiveReads)}
+	rd := reads{namespace: pod.Namespace, namespaces: a.Namespaces, live: live}
 	podLabels := labels.Set(pod.Labels)
 	for i := range sel {
 		var errs field.ErrorList

@@ -35,6 +35,7 @@ func offlineViews() *views.All {
 		v.Pools.Set(&p)
 	}
 	v.Namespaces.Set("default", nil)
+	v.StatefulSets.Set("default", "db", "s")
 	v.Endpoints.Set(&v2beta1.SpiderEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db-0", UID: "ep-uid-1"},
 		Status: v2beta1.WorkloadEndpointStatus{Current: v2beta1.PodIPAllocation{UID: "p", IPs: []v2beta1.IPAllocationDetail{{Interface: "eth0", IPv4: ptr.To("10.10.0.5/24")}}}}})
 	return v

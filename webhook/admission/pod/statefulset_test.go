@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,10 +20,30 @@ import (
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
+// webUID is the UID of StatefulSet sts/web, which createStatefulSet creates.
+var webUID types.UID
+
 func statefulSetPod(name string, ann map[string]string) *corev1.Pod {
 	p := newPod("sts", name, ann)
-	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: types.UID("5f1c0a3e-0000-4000-8000-000000000001"), Controller: controller}}
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: webUID, Controller: controller}}
 	return p
+}
+
+// createStatefulSet creates a StatefulSet (no controller runs here: it makes no pod).
+func createStatefulSet(t *testing.T, ns, name string) types.UID {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	set := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.StatefulSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: newPod(ns, name, nil).Spec},
+		},
+	}
+	if err := env.Client.Create(context.Background(), set); err != nil {
+		t.Fatal(err)
+	}
+	return set.UID
 }
 
 func endpoint(name string, ips ...v2beta1.IPAllocationDetail) *v2beta1.SpiderEndpoint {
@@ -46,6 +67,9 @@ func TestStatefulSetEndpoint(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "sts", nil)
 	createPools(t, fixtures.Pool("s-v4", "10.81.0.0/24", []string{"10.81.0.10-10.81.0.50"}))
+	// Its first pod comes right after it, maybe before the webhook's cache has it: the
+	// webhook reads the API server then.
+	webUID = createStatefulSet(t, "sts", "web")
 	ann := func() map[string]string {
 		return map[string]string{annotations.MultusNetworks: "macvlan-a", annotations.IPPools: `[{"ipv4":["s-v4"]},{"ipv4":["s-v4"]}]`}
 	}
@@ -132,6 +156,30 @@ func TestStatefulSetEndpoint(t *testing.T) {
 		for _, w := range []string{"metadata.name", "SpiderEndpoint sts/web-3, whose addresses this StatefulSet pod would take over, is inconsistent", `status.current.ips[0] and [1] both record interface "net1"`, "delete it (kubectl delete spiderendpoint -n sts web-3)"} {
 			if !strings.Contains(denial.Error(), w) {
 				t.Errorf("message lacks %q: %v", w, denial)
+			}
+		}
+	})
+
+	// A pod author can write any ownerReference on a bare pod: one that names a
+	// StatefulSet that does not exist, or another UID than the StatefulSet of that
+	// name, is refused, never stamped as that StatefulSet's ordinal.
+	t.Run("forged StatefulSet ownerReference: refused", func(t *testing.T) {
+		ep := endpoint("web-5", record("eth0", "10.81.0.51/24"))
+		if err := env.Nicpool.Create(ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+		for name, ref := range map[string]metav1.OwnerReference{
+			"the StatefulSet's name, another UID": {APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: "00000000-0000-4000-8000-00000000f00d", Controller: controller},
+			"no such StatefulSet":                 {APIVersion: "apps/v1", Kind: "StatefulSet", Name: "ghost", UID: webUID, Controller: controller},
+		} {
+			p := newPod("sts", "web-5", ann())
+			p.OwnerReferences = []metav1.OwnerReference{ref}
+			_, err := createPod(ctx, p, dryRun)
+			want := []string{"metadata.ownerReferences: Forbidden", "the pod names StatefulSet " + ref.Name + " (UID " + string(ref.UID) + ") as its controller", "remove the ownerReference, or let the StatefulSet create the pod"}
+			for _, w := range want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: %v; want a refusal saying %q", name, err, w)
+				}
 			}
 		}
 	})
