@@ -206,6 +206,8 @@ func TestUnresolvedSelectionIsRefusedLoudly(t *testing.T) {
 	for name, sel := range map[string][]string{
 		"unnamed": {annotations.IPPools, `[{"ipv4":["unres"]}]`},
 		"single":  {annotations.IPPool, `{"ipv4":["unres"]}`},
+		// Written after admission (the pods policy refuses that edit): never expanded.
+		"wildcard": {annotations.IPPools, `[{"interface":"eth0","ipv4":["unre*"]}]`},
 	} {
 		pod := createPod(t, "unres", name, "unres-node", withAnnotations(sel...))
 		_, err := d.Service.Allocate(ctx, addReq(pod, "eth0", "c"))

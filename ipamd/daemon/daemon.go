@@ -4,6 +4,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,9 @@ type Options struct {
 	// AllocationOrder is which free address of a pool an allocation takes
 	// (allocator.NextAfterLast, the zero value, or allocator.Lowest).
 	AllocationOrder allocator.Order
+	// RecordCheckInterval is how often CheckRecords runs; DefaultRecordCheckInterval
+	// when zero, never when negative (tests call it themselves).
+	RecordCheckInterval time.Duration
 }
 
 // Daemon is one node's ipamd.
@@ -51,6 +55,10 @@ type Daemon struct {
 	opts    Options
 	synced  atomic.Bool
 	events  events.EventBroadcaster
+	// recorder records the daemon's own Events; fresh reads the API server.
+	recorder events.EventRecorder
+	fresh    client.Reader
+	records  recordCheck
 }
 
 // New builds a daemon for cfg; Start starts it.
@@ -98,7 +106,8 @@ func New(cfg *rest.Config, opts Options) (*Daemon, error) {
 	rec := eb.NewRecorder(opts.Scheme, "nicpool-ipamd")
 	l := ledger.New(ledger.Options{Node: opts.NodeName, Order: opts.AllocationOrder, Cache: c, Client: writer, Fresh: writer, Log: log.WithName("ledger")})
 	svc := service.New(opts.NodeName, c, writer, writer, l, rec, log)
-	return &Daemon{Service: svc, Cache: c, opts: opts, events: eb}, nil
+	return &Daemon{Service: svc, Cache: c, opts: opts, events: eb, recorder: rec, fresh: writer,
+		records: recordCheck{suspects: map[string]bool{}, reported: map[string]bool{}}}, nil
 }
 
 // Ready reports whether the caches have synced.
@@ -139,5 +148,8 @@ func (d *Daemon) Start(ctx context.Context) (<-chan error, error) {
 	}
 	d.synced.Store(true)
 	d.opts.Log.Info("caches synced: serving", "node", d.opts.NodeName, "socket", d.opts.SocketPath)
+	if interval := cmp.Or(d.opts.RecordCheckInterval, DefaultRecordCheckInterval); interval > 0 {
+		go d.checkRecords(ctx, interval)
+	}
 	return done, nil
 }

@@ -192,30 +192,12 @@ func Violations(ctx context.Context, r client.Reader, opts Options) ([]Violation
 				add(with(EndpointInterface, "", netip.Addr{}), "I1: endpoint %s records interface %q twice", name, d.Interface)
 			}
 			seen[d.Interface] = true
-			for _, pair := range []struct{ addr, pool *string }{{d.IPv4, d.IPv4Pool}, {d.IPv6, d.IPv6Pool}} {
-				if pair.addr == nil {
-					continue
-				}
-				pfx, err := netip.ParsePrefix(*pair.addr)
-				if err != nil || pair.pool == nil {
-					add(with(EndpointMalformed, "", netip.Addr{}), "endpoint %s interface %s: address %q or its pool is malformed", name, d.Interface, *pair.addr)
-					continue
-				}
-				rec, ok := records[*pair.pool+"/"+pfx.Addr().String()]
-				at := func(k Kind) Violation { return with(k, *pair.pool, pfx.Addr()) }
-				if opts.Converged && !ok {
-					add(at(EndpointUnrecorded), "endpoint %s interface %s: %s is not recorded in pool %s", name, d.Interface, pfx.Addr(), *pair.pool)
-				}
-				if ok && (rec.PodUID != ep.Status.Current.UID || rec.Interface != d.Interface) {
-					add(at(EndpointMismatch), "I3: endpoint %s (pod UID %s) interface %s records %s, which pool %s gives to pod UID %s interface %q",
-						name, ep.Status.Current.UID, d.Interface, pfx.Addr(), *pair.pool, rec.PodUID, rec.Interface)
-				}
-				if ok && rec.Pod != name {
-					add(at(EndpointOtherPod), "I8: endpoint %s interface %s lists %s of pool %s, whose record names pod %s (UID %s): a record's pod must be the endpoint that lists it",
-						name, d.Interface, pfx.Addr(), *pair.pool, rec.Pod, rec.PodUID)
-				}
-			}
 		}
+		lookup := func(pool string, addr netip.Addr) (v2beta1.PoolIPAllocation, bool) {
+			rec, ok := records[pool+"/"+addr.String()]
+			return rec, ok
+		}
+		v = append(v, EndpointAddresses(&ep, lookup, opts.Converged)...)
 		if opts.Converged && live[ep.Status.Current.UID] == nil && !willReturn(ctx, r, &ep) {
 			add(with(EndpointGone, "", netip.Addr{}), "I4: endpoint %s belongs to pod UID %s, which is gone", name, ep.Status.Current.UID)
 		}
@@ -238,6 +220,48 @@ func Violations(ctx context.Context, r client.Reader, opts Options) ([]Violation
 	}
 	sort.SliceStable(v, func(i, j int) bool { return v[i].Message < v[j].Message })
 	return v, nil
+}
+
+// EndpointAddresses checks each address an endpoint lists against the record of that
+// address in the endpoint's pool, which lookup returns (ok false when the pool
+// records nothing there): the record gives it to the endpoint's pod UID and interface
+// (I3) and names the endpoint's pod (I8). With unrecorded, an address no record holds
+// is a violation too (EndpointUnrecorded: at rest, or when the record vanished under
+// a live pod, which another pod may then be given). Malformed addresses are
+// EndpointMalformed. The one rule, which Violations and ipamd's watch of its node's
+// endpoints both apply.
+func EndpointAddresses(ep *v2beta1.SpiderEndpoint, lookup func(pool string, addr netip.Addr) (v2beta1.PoolIPAllocation, bool), unrecorded bool) []Violation {
+	var v []Violation
+	name := ep.Namespace + "/" + ep.Name
+	add := func(k Kind, pool string, addr netip.Addr, format string, args ...any) {
+		v = append(v, Violation{Kind: k, Pool: pool, Address: addr, Pod: name, PodUID: ep.Status.Current.UID, Endpoint: name, Message: fmt.Sprintf(format, args...)})
+	}
+	for _, d := range ep.Status.Current.IPs {
+		for _, pair := range []struct{ addr, pool *string }{{d.IPv4, d.IPv4Pool}, {d.IPv6, d.IPv6Pool}} {
+			if pair.addr == nil {
+				continue
+			}
+			pfx, err := netip.ParsePrefix(*pair.addr)
+			if err != nil || pair.pool == nil {
+				add(EndpointMalformed, "", netip.Addr{}, "endpoint %s interface %s: address %q or its pool is malformed", name, d.Interface, *pair.addr)
+				continue
+			}
+			pool, addr := *pair.pool, pfx.Addr()
+			rec, ok := lookup(pool, addr)
+			if unrecorded && !ok {
+				add(EndpointUnrecorded, pool, addr, "endpoint %s interface %s: %s is not recorded in pool %s", name, d.Interface, addr, pool)
+			}
+			if ok && (rec.PodUID != ep.Status.Current.UID || rec.Interface != d.Interface) {
+				add(EndpointMismatch, pool, addr, "I3: endpoint %s (pod UID %s) interface %s records %s, which pool %s gives to pod UID %s interface %q",
+					name, ep.Status.Current.UID, d.Interface, addr, pool, rec.PodUID, rec.Interface)
+			}
+			if ok && rec.Pod != name {
+				add(EndpointOtherPod, pool, addr, "I8: endpoint %s interface %s lists %s of pool %s, whose record names pod %s (UID %s): a record's pod must be the endpoint that lists it",
+					name, d.Interface, addr, pool, rec.Pod, rec.PodUID)
+			}
+		}
+	}
+	return v
 }
 
 // willReturn reports whether the StatefulSet an endpoint names still wants the

@@ -67,6 +67,10 @@ var (
 		Name: "nicpool_ipamd_cni_calls_total",
 		Help: "CNI calls the plugin's front forwarded, by verb (ADD, DEL, CHECK, GC, STATUS, other) and result: served, or handed back to nicpool-cni because the network names log_file_path (log_file) or another socket (socket), or for another reason (version, undecodable, other).",
 	}, []string{"verb", "result"})
+	UnrecordedAddresses = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "nicpool_ipamd_unrecorded_addresses",
+		Help: "Addresses the SpiderEndpoints of this node's live pods list that no record holds, found on two checks in a row: the pool may give them to another pod.",
+	})
 	EndpointWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nicpool_ipamd_endpoint_writes_total",
 		Help: "SpiderEndpoint creates, updates and deletes, by result.",
@@ -125,5 +129,5 @@ func init() {
 		}
 	}
 	crmetrics.Registry.MustRegister(Allocations, AllocationDuration, AllocationPhase, Releases, ReleaseDuration,
-		EndpointWrites, Waiting, CNICalls)
+		EndpointWrites, Waiting, CNICalls, UnrecordedAddresses)
 }
