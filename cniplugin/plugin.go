@@ -236,17 +236,21 @@ func (p *Plugin) Del(args *CmdArgs) error {
 }
 
 // releaseWaiting asks ipamd to release, trying again while ipamd is unreachable, for
-// up to DelWait (or the request timeout when shorter).
+// up to DelWait (or the request timeout when shorter) in all: an ipamd that accepts
+// and does not answer (stopped, deadlocked) is unreachable once that wait is over,
+// so that DEL ends within the kubelet's bound whatever request_timeout says.
 func (c *call) releaseWaiting(req *api.ReleaseRequest) (*api.ReleaseResponse, error) {
 	deadline := time.Now().Add(min(DelWait, c.conf.Timeout))
+	ctx, cancel := context.WithDeadline(c.ctx, deadline)
+	defer cancel()
 	for {
-		resp, err := c.client.Release(c.ctx, req)
+		resp, err := c.client.Release(ctx, req)
 		var refused *refusedPath
 		if !errors.Is(err, api.ErrUnreachable) || errors.As(err, &refused) || time.Until(deadline) < delRetryInterval {
 			return resp, err
 		}
 		select {
-		case <-c.ctx.Done():
+		case <-ctx.Done():
 			return nil, err
 		case <-time.After(delRetryInterval):
 		}

@@ -425,3 +425,51 @@ func TestDelWithIPAMDAbsent(t *testing.T) {
 		t.Errorf("stdout %q, stderr %q", stdout.String(), stderr.String())
 	}
 }
+
+// TestDelWithIPAMDNotAnswering: a pod deleted while its node's ipamd accepts
+// connections and answers nothing (stopped, deadlocked) is let go as when ipamd is
+// absent, within DelWait and not request_timeout: through the front (which waits for
+// its own DEL wait, then hands off) and through nicpool-cni alone, DEL exits 0 and
+// says the release is left to the garbage collector. A DEL that waited a minute of
+// request_timeout would outlast the kubelet's bound on many interfaces.
+func TestDelWithIPAMDNotAnswering(t *testing.T) {
+	run := t.TempDir()
+	l, err := net.Listen("unix", filepath.Join(run, "ipamd.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { <-done; _ = c.Close() }()
+		}
+	}()
+	defer func() { close(done); _ = l.Close() }()
+	for _, bin := range []string{binary, goBinary} {
+		t.Run(filepath.Base(bin), func(t *testing.T) {
+			// DelWait is 5 s (twice through the front); a DEL still running after 40 s
+			// waits for request_timeout.
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin)
+			cmd.Env = []string{"NICPOOL_CNI_RUN_DIR=" + run, "CNI_COMMAND=DEL", "CNI_CONTAINERID=c1", "CNI_NETNS=/proc/1/ns/net", "CNI_IFNAME=net1", "CNI_PATH=/opt/cni/bin", "CNI_ARGS=K8S_POD_NAMESPACE=a;K8S_POD_NAME=b"}
+			cmd.Stdin = strings.NewReader(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","request_timeout":"1m"}}`)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			if ctx.Err() != nil {
+				t.Fatalf("DEL did not end within 40 s: %s%s", stdout.String(), stderr.String())
+			}
+			if err != nil {
+				t.Fatalf("DEL: %v: %s%s", err, stdout.String(), stderr.String())
+			}
+			if stdout.Len() != 0 || !strings.Contains(stderr.String(), "garbage collector") || !strings.Contains(stderr.String(), `"pod":"a/b"`) {
+				t.Errorf("stdout %q, stderr %q", stdout.String(), stderr.String())
+			}
+		})
+	}
+}
