@@ -22,6 +22,7 @@ type badInput struct {
 	networks string // k8s.v1.cni.cncf.io/networks
 	pools    string // ipam.spidernet.io/ippools
 	single   string // ipam.spidernet.io/ippool
+	owners   []metav1.OwnerReference
 	// want are substrings of the API server's error: the field and the fix.
 	want []string
 }
@@ -102,6 +103,9 @@ var catalogue = []badInput{
 		want: []string{"metadata.annotations[ipam.spidernet.io/ippool].ipv4[0]", "no SpiderIPPool of this name exists"}},
 	{name: "ippool names a pool of the wrong family", single: `{"ipv6":["c-v4-a"]}`,
 		want: []string{"metadata.annotations[ipam.spidernet.io/ippool].ipv6[0]", `is an IPv4 pool (subnet 10.71.0.0/24) but is listed under "ipv6"`}},
+	{name: "a hand-written StatefulSet controller reference", pools: `[{"ipv4":["c-v4-a"]}]`,
+		owners: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "00000000-0000-4000-8000-00000000f00d", Controller: ptr.To(true)}},
+		want:   []string{"metadata.ownerReferences", "the pod names StatefulSet db (UID 00000000-0000-4000-8000-00000000f00d) as its controller, but namespace catalogue has no StatefulSet db"}},
 }
 
 func TestCatalogue(t *testing.T) {
@@ -140,6 +144,7 @@ func TestCatalogue(t *testing.T) {
 			ann := selectionAnnotations(tc.networks, tc.pools, tc.single)
 			p := newPod("catalogue", fmt.Sprintf("bad-%d", i), ann)
 			p.Labels = tc.labels
+			p.OwnerReferences = tc.owners
 			_, err := createPod(ctx, p)
 			if err == nil {
 				t.Fatalf("pod admitted; want it denied with %q", tc.want)
@@ -157,7 +162,9 @@ func TestCatalogue(t *testing.T) {
 				}
 			}
 			// The same pod under dry-run is denied alike.
-			if _, err := createPod(ctx, newPod("catalogue", fmt.Sprintf("bad-dry-%d", i), ann), dryRun); err == nil || (len(tc.labels) == 0 && !strings.Contains(err.Error(), tc.want[len(tc.want)-1])) {
+			dry := newPod("catalogue", fmt.Sprintf("bad-dry-%d", i), ann)
+			dry.OwnerReferences = tc.owners
+			if _, err := createPod(ctx, dry, dryRun); err == nil || (len(tc.labels) == 0 && !strings.Contains(err.Error(), tc.want[len(tc.want)-1])) {
 				t.Errorf("dry-run: %v", err)
 			}
 		})
