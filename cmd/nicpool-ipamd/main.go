@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/scheme"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
@@ -36,6 +37,10 @@ func main() {
 		burst       = flag.Int("kube-api-burst", 200, "API request burst")
 		order       = flag.String("allocation-order", allocator.NextAfterLast.String(),
 			"which free address of a pool an allocation takes: next-after-last (the one after the address handed out last, so released addresses are reused last) or lowest")
+		multusNamespace = flag.String("multus-namespace", envOr("POD_NAMESPACE", daemon.DefaultMultusNamespace),
+			"namespace of the NetworkAttachmentDefinition a bare spec.multusName entry names, as spiderpool reads a bare entry in its own namespace; also of a bare v1.multus-cni.io/default-network and --multus-cluster-network. $POD_NAMESPACE, nicpool's own namespace, when set")
+		clusterNetwork = flag.String("multus-cluster-network", "",
+			"the NetworkAttachmentDefinition ([namespace/]name) Multus attaches a pod's eth0 through when the pod has no v1.multus-cni.io/default-network (Multus's clusterNetwork, spiderpool's MULTUS_CLUSTER_NETWORK); empty: eth0 matches no pool that sets spec.multusName unless the pod names its default network")
 	)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -49,13 +54,21 @@ func main() {
 		log.Error(err, "--allocation-order")
 		os.Exit(2)
 	}
-	if err := run(*nodeName, *socket, *metricsAddr, *healthAddr, *pprofAddr, float32(*qps), *burst, allocationOrder); err != nil {
+	multus := annotations.Multus{Namespace: *multusNamespace, ClusterNetwork: *clusterNetwork}
+	if err := run(*nodeName, *socket, *metricsAddr, *healthAddr, *pprofAddr, float32(*qps), *burst, allocationOrder, multus); err != nil {
 		log.Error(err, "ipamd stopped")
 		os.Exit(1)
 	}
 }
 
-func run(nodeName, socket, metricsAddr, healthAddr, pprofAddr string, qps float32, burst int, order allocator.Order) error {
+func envOr(key, fallback string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}
+
+func run(nodeName, socket, metricsAddr, healthAddr, pprofAddr string, qps float32, burst int, order allocator.Order, multus annotations.Multus) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	cfg, err := ctrl.GetConfig()
@@ -64,7 +77,7 @@ func run(nodeName, socket, metricsAddr, healthAddr, pprofAddr string, qps float3
 	}
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.UserAgent = "nicpool-ipamd/" + nodeName
-	d, err := daemon.New(cfg, daemon.Options{NodeName: nodeName, SocketPath: socket, Scheme: scheme.New(), Log: ctrl.Log.WithName("ipamd"), AllocationOrder: order})
+	d, err := daemon.New(cfg, daemon.Options{NodeName: nodeName, SocketPath: socket, Scheme: scheme.New(), Log: ctrl.Log.WithName("ipamd"), AllocationOrder: order, Multus: multus})
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,10 @@ const (
 	MultusNetworks = "k8s.v1.cni.cncf.io/networks"
 	// MultusNetworkStatus is written by Multus (or the node stand-in) after ADD.
 	MultusNetworkStatus = "k8s.v1.cni.cncf.io/network-status"
+	// MultusDefaultNetwork names the NetworkAttachmentDefinition of the pod's eth0 in
+	// place of Multus's cluster network: "[namespace/]name" (a bare name is in the
+	// namespace bare names read in: Multus.Namespace).
+	MultusDefaultNetwork = "v1.multus-cni.io/default-network"
 )
 
 // Annotations nicpool itself writes.

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/crds/ipranges"
 )
@@ -128,10 +129,14 @@ type Subject struct {
 	// unjudged. NodeLabels nil is a node whose labels are unknown.
 	Node       string
 	NodeLabels labels.Set
-	// Networks are the names the interface's network goes by (its
-	// NetworkAttachmentDefinition "namespace/name" and its CNI network name); nil
-	// leaves spec.multusName unjudged.
-	Networks []string
+	// Network is the NetworkAttachmentDefinition ("namespace/name") that attaches the
+	// interface, as the pod's annotations name it (annotations.Multus.Network); ""
+	// when none is known. Never the CNI configuration's name, which the NAD's author
+	// chooses.
+	Network string
+	// Multus says how a bare spec.multusName entry reads; nil leaves spec.multusName
+	// unjudged (at admission; on a node asking whether it can serve at all).
+	Multus *annotations.Multus
 }
 
 // Excludes returns why the pool may not serve the subject, as a sentence that starts
@@ -170,28 +175,30 @@ func (p *Pool) Excludes(s Subject) (string, error) {
 	if s.Pod && p.PodSelector != nil && !p.PodSelector.Matches(s.PodLabels) {
 		return fmt.Sprintf("spec.podAffinity (%s) does not match the pod's labels: label the pod or choose another pool", p.PodSelector), nil
 	}
-	if s.Networks != nil && len(p.MultusNames) > 0 && !multusMatch(p.MultusNames, s.Networks) {
-		return fmt.Sprintf("spec.multusName [%s] does not include this interface's network [%s]: add it there or choose another pool", strings.Join(p.MultusNames, ", "), strings.Join(s.Networks, ", ")), nil
+	if s.Multus != nil && len(p.MultusNames) > 0 {
+		return p.excludesNetwork(*s.Multus, s.Network), nil
 	}
 	return "", nil
 }
 
-// multusMatch accepts "namespace/name" entries exactly and bare "name" entries against
-// the name part of each network.
-func multusMatch(entries, networks []string) bool {
-	for _, e := range entries {
-		for _, n := range networks {
-			if n == "" {
-				continue
-			}
-			_, bare, namespaced := strings.Cut(n, "/")
-			if !namespaced {
-				bare = n
-			}
-			if e == n || (!strings.Contains(e, "/") && e == bare) {
-				return true
-			}
+// excludesNetwork judges spec.multusName: an entry "namespace/name" admits exactly
+// that NetworkAttachmentDefinition, a bare entry the one of that name in the
+// namespace m names (nicpool's own, as spiderpool reads a bare entry in its own).
+func (p *Pool) excludesNetwork(m annotations.Multus, network string) string {
+	read := make([]string, len(p.MultusNames))
+	for i, e := range p.MultusNames {
+		read[i] = m.Qualify(e)
+		if network != "" && read[i] == network {
+			return ""
 		}
 	}
-	return false
+	entries := "spec.multusName [" + strings.Join(p.MultusNames, ", ") + "]"
+	if !slices.Equal(read, p.MultusNames) {
+		entries += " (NetworkAttachmentDefinitions [" + strings.Join(read, ", ") + "]; a bare entry is in namespace " + m.Namespace + ")"
+	}
+	if network == "" {
+		return entries + " admits only interfaces attached through those NetworkAttachmentDefinitions, and this interface's is not known: name it in the pod's " +
+			annotations.MultusNetworks + " (or, for eth0, " + annotations.MultusDefaultNetwork + " or ipamd's --multus-cluster-network), or choose another pool"
+	}
+	return fmt.Sprintf("%s does not include this interface's NetworkAttachmentDefinition %s: attach the interface through one of them, add %s there, or choose another pool", entries, network, network)
 }

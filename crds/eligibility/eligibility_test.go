@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 )
 
@@ -19,7 +20,8 @@ func TestExcludes(t *testing.T) {
 		NamespaceLabels: func() (labels.Set, bool, error) { return labels.Set{"team": "x"}, true, nil },
 		Pod:             true, PodLabels: labels.Set{"app": "db"},
 		Node: "n1", NodeLabels: labels.Set{"zone": "a"},
-		Networks: []string{"kube-system/macvlan", "macvlan-conf"},
+		Network: "kube-system/macvlan",
+		Multus:  &annotations.Multus{Namespace: "kube-system"},
 	}
 	sel := func(k, v string) *metav1.LabelSelector {
 		return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
@@ -42,7 +44,7 @@ func TestExcludes(t *testing.T) {
 		{name: "podAffinity excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.PodAffinity = sel("app", "web") }, msg: "spec.podAffinity"},
 		{name: "podAffinity selects", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.PodAffinity = sel("app", "db") }, ok: true},
 		{name: "multusName with namespace", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"kube-system/macvlan"} }, ok: true},
-		{name: "multusName bare", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"macvlan-conf"} }, ok: true},
+		{name: "multusName bare, in nicpool's namespace", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"macvlan"} }, ok: true},
 		{name: "multusName excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"kube-system/ipvlan"} }, msg: "spec.multusName"},
 	}
 	for _, tt := range tests {
@@ -94,5 +96,45 @@ func TestClosed(t *testing.T) {
 	p.DeletionTimestamp = &now
 	if err := Closed(p); !errors.Is(err, ErrTerminating) {
 		t.Errorf("terminating pool: %v", err)
+	}
+}
+
+// The bad inputs of spec.multusName: a bare entry names the NetworkAttachmentDefinition
+// of that name in nicpool's namespace and nothing else, whatever a tenant's NAD or its
+// CNI configuration is called; a namespaced entry names exactly that NAD.
+func TestMultusNameCatalogue(t *testing.T) {
+	m := &annotations.Multus{Namespace: "nicpool-system"}
+	tests := []struct {
+		name    string
+		entries []string
+		network string
+		multus  *annotations.Multus
+		msg     string // "" admits
+	}{
+		{name: "bare entry, nicpool's NAD", entries: []string{"prodnet"}, network: "nicpool-system/prodnet", multus: m},
+		{name: "bare entry, a tenant's NAD of that name", entries: []string{"prodnet"}, network: "tenant-b/prodnet", multus: m,
+			msg: "spec.multusName [prodnet] (NetworkAttachmentDefinitions [nicpool-system/prodnet]; a bare entry is in namespace nicpool-system) does not include this interface's NetworkAttachmentDefinition tenant-b/prodnet"},
+		{name: "bare entry, the operator's namespace", entries: []string{"prodnet"}, network: "kube-system/prodnet", multus: &annotations.Multus{Namespace: "kube-system"}},
+		{name: "namespaced entry, that NAD", entries: []string{"tenant-a/prodnet"}, network: "tenant-a/prodnet", multus: m},
+		{name: "namespaced entry, another namespace's NAD of that name", entries: []string{"tenant-a/prodnet"}, network: "tenant-b/prodnet", multus: m,
+			msg: "spec.multusName [tenant-a/prodnet] does not include this interface's NetworkAttachmentDefinition tenant-b/prodnet"},
+		{name: "namespaced entry is not a prefix", entries: []string{"tenant-a/prod"}, network: "tenant-a/prodnet", multus: m, msg: "does not include"},
+		{name: "second entry matches", entries: []string{"other", "tenant-b/prodnet"}, network: "tenant-b/prodnet", multus: m},
+		{name: "interface of no known NAD", entries: []string{"prodnet"}, network: "", multus: m, msg: "this interface's is not known"},
+		{name: "no multusName admits any network", network: "tenant-b/x", multus: m},
+		{name: "unjudged without Multus", entries: []string{"prodnet"}, network: "tenant-b/prodnet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &v2beta1.SpiderIPPool{}
+			p.Name, p.Spec.Subnet, p.Spec.MultusName = "pool", "10.1.0.0/16", tt.entries
+			why, err := NewPool(p).Excludes(Subject{Network: tt.network, Multus: tt.multus})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (tt.msg == "") != (why == "") || !strings.Contains(why, tt.msg) {
+				t.Errorf("Excludes = %q, want %q", why, tt.msg)
+			}
+		})
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nicpool/nicpool/crds/annotations"
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/ipamd/allocator"
@@ -46,7 +47,14 @@ type Options struct {
 	// RecordCheckInterval is how often CheckRecords runs; DefaultRecordCheckInterval
 	// when zero, never when negative (tests call it themselves).
 	RecordCheckInterval time.Duration
+	// Multus says how a bare spec.multusName entry reads (Multus.Namespace;
+	// DefaultMultusNamespace when empty) and which network eth0 is attached through.
+	Multus annotations.Multus
 }
+
+// DefaultMultusNamespace is nicpool's namespace as its manifests install it: where a
+// bare spec.multusName entry names a NetworkAttachmentDefinition unless told otherwise.
+const DefaultMultusNamespace = "nicpool-system"
 
 // Daemon is one node's ipamd.
 type Daemon struct {
@@ -106,6 +114,10 @@ func New(cfg *rest.Config, opts Options) (*Daemon, error) {
 	rec := eb.NewRecorder(opts.Scheme, "nicpool-ipamd")
 	l := ledger.New(ledger.Options{Node: opts.NodeName, Order: opts.AllocationOrder, Cache: c, Client: writer, Fresh: writer, Log: log.WithName("ledger")})
 	svc := service.New(opts.NodeName, c, writer, writer, l, rec, log)
+	svc.Multus = opts.Multus
+	if svc.Multus.Namespace == "" {
+		svc.Multus.Namespace = DefaultMultusNamespace
+	}
 	return &Daemon{Service: svc, Cache: c, opts: opts, events: eb, recorder: rec, fresh: writer,
 		records: recordCheck{suspects: map[string]bool{}, reported: map[string]bool{}}}, nil
 }

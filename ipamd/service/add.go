@@ -192,7 +192,8 @@ func (s *Service) take(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespac
 		PodLabels:       pod.Labels,
 		Node:            s.Node,
 		NodeLabels:      nodeLabels(s.node(ctx)),
-		Networks:        networksOf(pod, owner.Interface, network),
+		Network:         s.Multus.Network(pod.Annotations, pod.Namespace, owner.Interface),
+		Multus:          &s.Multus,
 	}
 	for _, fam := range choice.Families() {
 		if h, ok := pick(current, fam); ok {
@@ -289,18 +290,6 @@ func nodeLabels(n *corev1.Node) labels.Set {
 		return nil
 	}
 	return n.Labels
-}
-
-func networksOf(pod *corev1.Pod, iface string, network api.NetworkConfig) []string {
-	out := []string{network.Name}
-	if ifs, errs := annotations.PodInterfaces(pod.Annotations, pod.Namespace); len(errs) == 0 {
-		for _, i := range ifs {
-			if i.Name == iface && i.Network != "" {
-				out = append(out, i.Network)
-			}
-		}
-	}
-	return out
 }
 
 // detail is the endpoint record of one interface.

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/allocator"
@@ -65,6 +66,9 @@ type Service struct {
 	Log    logr.Logger
 	// InFlight bounds the ADDs and DELs worked on at once (DefaultInFlight when 0).
 	InFlight int
+	// Multus says how a bare spec.multusName entry reads and which network eth0 is
+	// attached through.
+	Multus annotations.Multus
 
 	locks     keyedMutex
 	waiting   atomic.Int64 // requests waiting for their turn

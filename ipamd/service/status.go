@@ -43,8 +43,9 @@ func (s *Service) Status(ctx context.Context, req *api.StatusRequest) (*api.Stat
 	}
 	reserved, _ := ledger.ReservedSet(ctx, s.Cache)
 	resp := &api.StatusResponse{}
-	// Only what depends on the node and network: no pod is known here.
-	target := eligibility.Subject{Node: s.Node, NodeLabels: nodeLabels(s.node(ctx)), Networks: []string{req.Network.Name}}
+	// Only what depends on the node: no pod is known here, so neither is the
+	// NetworkAttachmentDefinition that spec.multusName is judged against.
+	target := eligibility.Subject{Node: s.Node, NodeLabels: nodeLabels(s.node(ctx))}
 	for _, n := range names {
 		p := byName[n]
 		if p == nil {
