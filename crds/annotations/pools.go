@@ -23,6 +23,9 @@ type PoolSelection struct {
 
 // SinglePoolSelection is the value of ipam.spidernet.io/ippool: the pools of eth0.
 type SinglePoolSelection struct {
+	// Interface is accepted and ignored, as spiderpool ignores it (its own e2e suite
+	// writes it): the single form always selects eth0's pools.
+	Interface    string   `json:"interface,omitempty"`
 	IPv4         []string `json:"ipv4,omitempty"`
 	IPv6         []string `json:"ipv6,omitempty"`
 	CleanGateway bool     `json:"cleangateway,omitempty"`

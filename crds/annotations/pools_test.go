@@ -123,7 +123,11 @@ func TestParseSinglePoolSelection(t *testing.T) {
 		{name: "dual with cleangateway", value: `{"ipv4":["a"],"ipv6":["b"],"cleangateway":true}`, want: SinglePoolSelection{IPv4: []string{"a"}, IPv6: []string{"b"}, CleanGateway: true}},
 		{name: "empty object", value: `{}`, wantErr: "at least one pool"},
 		{name: "list instead of object", value: `[{"ipv4":["a"]}]`, wantErr: "must be a JSON object"},
-		{name: "interface is not a field of the single form", value: `{"interface":"eth0","ipv4":["a"]}`, wantErr: `unknown field "interface"`},
+		// spiderpool ignores "interface" in the single form, and its e2e suite writes it.
+		{name: "interface is accepted and ignored", value: `{"interface":"eth0","ipv4":["a"]}`, want: SinglePoolSelection{Interface: "eth0", IPv4: []string{"a"}}},
+		{name: "interface of another name is ignored too", value: `{"interface":"net1","ipv4":["a"]}`, want: SinglePoolSelection{Interface: "net1", IPv4: []string{"a"}}},
+		{name: "interface must be a string", value: `{"interface":1,"ipv4":["a"]}`, wantErr: "must be a JSON object such as"},
+		{name: "every other unknown field is refused", value: `{"interface":"eth0","ipv4":["a"],"ipv4pools":["b"]}`, wantErr: `unknown field "ipv4pools"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -120,7 +120,7 @@ func TestMigrateFromSpiderpool(t *testing.T) {
 	after := podAnnotations(t)
 	g.Expect(after["web"]).To(HaveKeyWithValue(annotations.IPPools, `[{"interface":"eth0","ipv4":["eth0-pool"]},{"interface":"net1","ipv4":["v4"],"ipv6":["v6"]}]`))
 	g.Expect(after["single"]).To(HaveKeyWithValue(annotations.IPPools, `[{"interface":"eth0","ipv4":["eth0-pool"]}]`))
-	g.Expect(after["single"]).To(HaveKeyWithValue(annotations.IPPool, `{"ipv4":["eth0-pool"]}`), "ippool stays beside the eth0 entry it was turned into")
+	g.Expect(after["single"]).To(HaveKeyWithValue(annotations.IPPool, `{"interface":"eth0","ipv4":["eth0-pool"]}`), "ippool stays beside the eth0 entry it was turned into")
 	g.Expect(after["db-0"]).To(HaveKeyWithValue(annotations.EndpointUID, endpointUID(t, "db-0")))
 	g.Expect(after["plain"]).To(Equal(before["plain"]))
 	g.Expect(after["stray"]).To(Equal(before["stray"]))
@@ -280,7 +280,8 @@ func spiderpoolWorld(t *testing.T) *world {
 		annotations.IPPools:        `[{"interface":"net1","ipv4":["v4"]}]`,
 	}, []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: set.UID, Controller: ptr.To(true)}})
 	// single: one interface chosen with ipam.spidernet.io/ippool; its endpoint lost.
-	w.pods["single"] = runningPod(t, "single", map[string]string{annotations.IPPool: `{"ipv4":["eth0-pool"]}`}, nil)
+	// With the "interface" key spiderpool ignores and its own e2e suite writes.
+	w.pods["single"] = runningPod(t, "single", map[string]string{annotations.IPPool: `{"interface":"eth0","ipv4":["eth0-pool"]}`}, nil)
 	// plain: no pool annotation; its namespace's default pool serves it.
 	w.pods["plain"] = runningPod(t, "plain", nil, nil)
 	// stray: names a pool that does not exist (spiderpool failed its ADD; it has no

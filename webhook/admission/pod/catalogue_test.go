@@ -99,6 +99,8 @@ var catalogue = []badInput{
 		want: []string{"metadata.annotations[ipam.spidernet.io/ippool]", "must be a JSON object such as"}},
 	{name: "ippool with neither ipv4 nor ipv6", single: `{"cleangateway":true}`,
 		want: []string{"metadata.annotations[ipam.spidernet.io/ippool]", `at least one pool in "ipv4" or "ipv6"`}},
+	{name: "ippool has an unknown field beside the interface it may carry", single: `{"interface":"eth0","ipv4":["c-v4-a"],"ipv4pools":["c-v4-b"]}`,
+		want: []string{"metadata.annotations[ipam.spidernet.io/ippool]", `unknown field "ipv4pools"`}},
 	{name: "ippool names an unknown pool", single: `{"ipv4":["c-nope"]}`,
 		want: []string{"metadata.annotations[ipam.spidernet.io/ippool].ipv4[0]", "no SpiderIPPool of this name exists"}},
 	{name: "ippool names a pool of the wrong family", single: `{"ipv6":["c-v4-a"]}`,

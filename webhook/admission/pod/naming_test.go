@@ -81,6 +81,14 @@ func TestEntriesComeBackNamed(t *testing.T) {
 			keep:     true,
 		},
 		{
+			// spiderpool ignores "interface" in the single form; its e2e suite writes it.
+			name:     "single-NIC annotation with an interface key, which is ignored",
+			networks: "macvlan-a",
+			single:   `{"interface":"eth0","ipv4":["n-eth0-v4"]}`,
+			want:     `[{"interface":"eth0","ipv4":["n-eth0-v4"]}]`,
+			keep:     true,
+		},
+		{
 			name:     "beside an ippools of several entries, the single-NIC annotation is removed",
 			networks: "macvlan-a",
 			pools:    `[{"ipv4":["n-eth0-v4"]},{"ipv4":["n-a-v4"]}]`,
