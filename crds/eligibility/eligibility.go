@@ -54,6 +54,7 @@ type Pool struct {
 	// NamespaceNames is spec.namespaceName; empty admits every namespace.
 	NamespaceNames []string
 	// NamespaceSelector is spec.namespaceAffinity compiled; nil admits every namespace.
+	// It is nil when spec.namespaceName is set, which takes priority (as in spiderpool).
 	NamespaceSelector labels.Selector
 	// PodSelector is spec.podAffinity compiled; nil admits every pod.
 	PodSelector labels.Selector
@@ -62,7 +63,8 @@ type Pool struct {
 	SelectorError string
 	// NodeNames is spec.nodeName; empty admits every node.
 	NodeNames []string
-	// NodeSelector is spec.nodeAffinity compiled; nil admits every node.
+	// NodeSelector is spec.nodeAffinity compiled; nil admits every node. It is nil when
+	// spec.nodeName is set, which takes priority (as in spiderpool).
 	NodeSelector labels.Selector
 	// NodeSelectorError is set when spec.nodeAffinity does not compile: the pool admits
 	// no node.
@@ -87,15 +89,21 @@ func NewPool(p *v2beta1.SpiderIPPool) *Pool {
 		MultusNames:    p.Spec.MultusName,
 		Generation:     p.Generation,
 	}
+	// As in spiderpool, spec.nodeName and spec.namespaceName take priority over the
+	// affinity of their kind: where the name list is set, the affinity is not read.
 	var err error
-	if out.NamespaceSelector, err = selector(p.Spec.NamespaceAffinity); err != nil {
-		out.SelectorError = "spec.namespaceAffinity: " + err.Error()
+	if len(out.NamespaceNames) == 0 {
+		if out.NamespaceSelector, err = selector(p.Spec.NamespaceAffinity); err != nil {
+			out.SelectorError = "spec.namespaceAffinity: " + err.Error()
+		}
 	}
 	if out.PodSelector, err = selector(p.Spec.PodAffinity); err != nil {
 		out.SelectorError = "spec.podAffinity: " + err.Error()
 	}
-	if out.NodeSelector, err = selector(p.Spec.NodeAffinity); err != nil {
-		out.NodeSelectorError = "spec.nodeAffinity: " + err.Error()
+	if len(out.NodeNames) == 0 {
+		if out.NodeSelector, err = selector(p.Spec.NodeAffinity); err != nil {
+			out.NodeSelectorError = "spec.nodeAffinity: " + err.Error()
+		}
 	}
 	return out
 }

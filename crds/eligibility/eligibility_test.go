@@ -40,6 +40,24 @@ func TestExcludes(t *testing.T) {
 		{name: "nodeAffinity excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NodeAffinity = sel("zone", "b") }, msg: "spec.nodeAffinity"},
 		{name: "nodeAffinity selects", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NodeAffinity = sel("zone", "a") }, ok: true},
 		{name: "namespaceName excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NamespaceName = []string{"other"} }, msg: "spec.namespaceName"},
+		// spec.nodeName and spec.namespaceName take priority over the affinity of
+		// their kind, as in spiderpool: the affinity is then not read at all.
+		{name: "nodeName admits where nodeAffinity would not", mod: func(p *v2beta1.SpiderIPPool) {
+			p.Spec.NodeName, p.Spec.NodeAffinity = []string{"n1"}, sel("zone", "b")
+		}, ok: true},
+		{name: "nodeName excludes where nodeAffinity would admit", mod: func(p *v2beta1.SpiderIPPool) {
+			p.Spec.NodeName, p.Spec.NodeAffinity = []string{"n0"}, sel("zone", "a")
+		}, msg: "spec.nodeName"},
+		{name: "nodeName set: an invalid nodeAffinity is not read", mod: func(p *v2beta1.SpiderIPPool) {
+			p.Spec.NodeName = []string{"n1"}
+			p.Spec.NodeAffinity = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: "Bogus"}}}
+		}, ok: true},
+		{name: "namespaceName admits where namespaceAffinity would not", mod: func(p *v2beta1.SpiderIPPool) {
+			p.Spec.NamespaceName, p.Spec.NamespaceAffinity = []string{"ns"}, sel("team", "y")
+		}, ok: true},
+		{name: "namespaceName excludes where namespaceAffinity would admit", mod: func(p *v2beta1.SpiderIPPool) {
+			p.Spec.NamespaceName, p.Spec.NamespaceAffinity = []string{"other"}, sel("team", "x")
+		}, msg: "spec.namespaceName"},
 		{name: "namespaceAffinity excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NamespaceAffinity = sel("team", "y") }, msg: "spec.namespaceAffinity"},
 		{name: "podAffinity excludes", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.PodAffinity = sel("app", "web") }, msg: "spec.podAffinity"},
 		{name: "podAffinity selects", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.PodAffinity = sel("app", "db") }, ok: true},

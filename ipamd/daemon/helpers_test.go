@@ -39,6 +39,12 @@ func TestMain(m *testing.M) {
 // when the returned cancel is called (a crash, for the caches and the committer).
 func startDaemon(t testing.TB, node string) (*daemon.Daemon, context.CancelFunc) {
 	t.Helper()
+	return startDaemonWith(t, node, nil)
+}
+
+// startDaemonWith is startDaemon with options changed by with (nil: as deployed).
+func startDaemonWith(t testing.TB, node string, with func(*daemon.Options)) (*daemon.Daemon, context.CancelFunc) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	cfg := rest.CopyConfig(env.Config)
@@ -52,7 +58,11 @@ func startDaemon(t testing.TB, node string) (*daemon.Daemon, context.CancelFunc)
 	if tt, ok := t.(*testing.T); ok && os.Getenv("IPAMD_TEST_LOG") != "" {
 		log = testr.New(tt)
 	}
-	d, err := daemon.New(cfg, daemon.Options{NodeName: node, Scheme: env.Scheme, Log: log})
+	opts := daemon.Options{NodeName: node, Scheme: env.Scheme, Log: log}
+	if with != nil {
+		with(&opts)
+	}
+	d, err := daemon.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,9 @@ import (
 func TestBareMultusNameIsNicpoolsNamespace(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "tenant-b")
-	fixtures.CreatePool(t, env.Client, fixtures.Pool("prodnet-pool", "10.61.0.0/16", []string{"10.61.0.1-10.61.0.9"},
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("prodnet-pool", "10.211.0.0/16", []string{"10.211.0.1-10.211.0.9"},
 		func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"prodnet"} }))
-	fixtures.CreatePool(t, env.Client, fixtures.Pool("tenant-a-pool", "10.62.0.0/16", []string{"10.62.0.1-10.62.0.9"},
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("tenant-a-pool", "10.212.0.0/16", []string{"10.212.0.1-10.212.0.9"},
 		func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"tenant-a/prodnet"} }))
 	d, _ := startDaemon(t, "multus-node")
 	sel := `[{"interface":"net1","ipv4":["prodnet-pool"]}]`

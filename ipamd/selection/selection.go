@@ -59,7 +59,58 @@ func (c Choice) Families() []int64 {
 // as admission resolved it (annotations.Selected); a selection that admission did not
 // resolve, or an ippools that leaves the interface out, is an error that names the
 // annotation and what to fix.
+//
+// Each family's pools are in the order spiderpool tries them: by the kind of affinity
+// a pool sets (podAffinity, then nodeName, nodeAffinity, namespaceName,
+// namespaceAffinity, multusName), pools alike in that keeping the order of their
+// source (the annotation's order; cluster defaults by name).
 func Choose(pod *corev1.Pod, ns *corev1.Namespace, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (Choice, error) {
+	c, err := choose(pod, ns, iface, network, pools)
+	if err != nil {
+		return c, err
+	}
+	byName := make(map[string]*v2beta1.SpiderIPPool, len(pools))
+	for i := range pools {
+		byName[pools[i].Name] = &pools[i]
+	}
+	byPriority(c.IPv4, byName)
+	byPriority(c.IPv6, byName)
+	return c, nil
+}
+
+// Priority ranks a pool as spiderpool orders candidates (its ByPoolPriority): each
+// kind of affinity the pool sets weighs more than all the kinds after it together.
+func Priority(p *v2beta1.SpiderIPPool) int {
+	rank := 0
+	for _, set := range []bool{
+		p.Spec.PodAffinity != nil,
+		len(p.Spec.NodeName) > 0,
+		p.Spec.NodeAffinity != nil,
+		len(p.Spec.NamespaceName) > 0,
+		p.Spec.NamespaceAffinity != nil,
+		len(p.Spec.MultusName) > 0,
+	} {
+		rank <<= 1
+		if set {
+			rank |= 1
+		}
+	}
+	return rank
+}
+
+// byPriority orders names by Priority, highest first, keeping the order of pools of
+// one rank; a name of no known pool ranks as a pool without affinity.
+func byPriority(names []string, byName map[string]*v2beta1.SpiderIPPool) {
+	rank := func(n string) int {
+		if p := byName[n]; p != nil {
+			return Priority(p)
+		}
+		return 0
+	}
+	sort.SliceStable(names, func(i, j int) bool { return rank(names[i]) > rank(names[j]) })
+}
+
+func choose(pod *corev1.Pod, ns *corev1.Namespace, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (Choice, error) {
 	s, ok, err := annotations.Selected(pod.Annotations, iface)
 	if err != nil {
 		return Choice{}, err

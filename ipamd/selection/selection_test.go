@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/api"
@@ -79,5 +80,39 @@ func TestChoose(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// Candidates are tried in spiderpool's order (its ByPoolPriority): by the kind of
+// affinity a pool sets, podAffinity > nodeName > nodeAffinity > namespaceName >
+// namespaceAffinity > multusName, ties in the source's order.
+func TestCandidateOrder(t *testing.T) {
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"k": "v"}}
+	with := func(f func(*v2beta1.SpiderIPPool)) func(*v2beta1.SpiderIPPool) { return f }
+	pools := []v2beta1.SpiderIPPool{
+		*fixtures.Pool("plain", "10.1.0.0/16", nil, fixtures.Default),
+		*fixtures.Pool("multus", "10.2.0.0/16", nil, fixtures.Default, with(func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"x"} })),
+		*fixtures.Pool("ns-affinity", "10.3.0.0/16", nil, fixtures.Default, with(func(p *v2beta1.SpiderIPPool) { p.Spec.NamespaceAffinity = sel })),
+		*fixtures.Pool("ns-name", "10.4.0.0/16", nil, fixtures.Default, with(func(p *v2beta1.SpiderIPPool) { p.Spec.NamespaceName = []string{"ns"} })),
+		*fixtures.Pool("node-affinity", "10.5.0.0/16", nil, fixtures.Default, with(func(p *v2beta1.SpiderIPPool) { p.Spec.NodeAffinity = sel })),
+		*fixtures.Pool("node-name", "10.6.0.0/16", nil, fixtures.Default, with(func(p *v2beta1.SpiderIPPool) { p.Spec.NodeName = []string{"n"} })),
+		*fixtures.Pool("pod-affinity", "10.7.0.0/16", nil, fixtures.Default, with(func(p *v2beta1.SpiderIPPool) { p.Spec.PodAffinity = sel })),
+		// nodeName and multusName: above nodeName alone, below podAffinity.
+		*fixtures.Pool("node-name-multus", "10.8.0.0/16", nil, fixtures.Default, with(func(p *v2beta1.SpiderIPPool) {
+			p.Spec.NodeName, p.Spec.MultusName = []string{"n"}, []string{"x"}
+		})),
+		*fixtures.Pool("plain-2", "10.9.0.0/16", nil),
+	}
+	want := "pod-affinity,node-name-multus,node-name,node-affinity,ns-name,ns-affinity,multus,plain"
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+	c, err := Choose(pod, nil, "eth0", api.NetworkConfig{}, pools)
+	if err != nil || strings.Join(c.IPv4, ",") != want {
+		t.Errorf("cluster defaults: %v (%v), want %s", c.IPv4, err, want)
+	}
+	// The annotation's order decides among pools alike, not above the kinds.
+	pod.Annotations = map[string]string{annotations.IPPools: `[{"interface":"eth0","ipv4":["plain-2","multus","plain","node-name"]}]`}
+	c, err = Choose(pod, nil, "eth0", api.NetworkConfig{}, pools)
+	if want := "node-name,multus,plain-2,plain"; err != nil || strings.Join(c.IPv4, ",") != want {
+		t.Errorf("annotation: %v (%v), want %s", c.IPv4, err, want)
 	}
 }

@@ -220,7 +220,7 @@ func pick(hs []held, fam int64) (held, bool) {
 	return best, best.addr.IsValid()
 }
 
-// allocate tries the pools in the user's order and returns the first address given.
+// allocate tries the pools in the choice's order and returns the first address given.
 func (s *Service) allocate(ctx context.Context, owner allocator.Owner, fam int64, names []string, target eligibility.Subject) (held, *api.Error) {
 	var skipped, exhausted []string
 	for _, name := range names {
