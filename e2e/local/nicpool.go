@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -311,6 +312,25 @@ func (s *Stack) StopIpamd(node string, grace time.Duration) error {
 		return fmt.Errorf("no ipamd on node %s", node)
 	}
 	return p.Stop(grace)
+}
+
+// PauseIpamd stops a node's ipamd with SIGSTOP: its socket still accepts connections
+// and nothing answers them, as with a deadlocked or thrashing daemon. ResumeIpamd
+// (SIGCONT) lets it go on.
+func (s *Stack) PauseIpamd(node string) error { return s.signalIpamd(node, syscall.SIGSTOP) }
+
+// ResumeIpamd undoes PauseIpamd.
+func (s *Stack) ResumeIpamd(node string) error { return s.signalIpamd(node, syscall.SIGCONT) }
+
+func (s *Stack) signalIpamd(node string, sig syscall.Signal) error {
+	p, ok := s.ipamd[node]
+	if !ok {
+		return fmt.Errorf("no ipamd on node %s", node)
+	}
+	if err := syscall.Kill(p.Pid(), sig); err != nil {
+		return fmt.Errorf("%v ipamd on node %s: %w", sig, node, err)
+	}
+	return nil
 }
 
 // StartIpamd (re)starts a node's ipamd and waits until it serves.

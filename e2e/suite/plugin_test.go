@@ -2,11 +2,13 @@ package suite
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -191,6 +193,48 @@ var _ = describeFor(local.NodeStandIn, "pods deleted while their node's ipamd is
 		}).WithContext(ctx).Should(Succeed())
 		Expect(stack.StartIpamd(ctx, node)).To(Succeed())
 		runningPod(ctx, ns, "newcomer", "")
+		checkInvariants(ctx)
+	})
+})
+
+// Stand-ins only for now, as the spec above: it stops a stand-in node's ipamd process.
+var _ = describeFor(local.NodeStandIn, "a pod deleted while its node's ipamd is stopped (SIGSTOP), its socket accepting and nothing answering", func() {
+	It("is gone within the front's and nicpool-cni's DEL waits, well within the node's 2-minute bound on a DEL; its addresses are released and the node serves again once ipamd goes on", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "ipamd-stopped")
+		node := stack.Nodes[2].Name()
+		// The pod's eth0 and net1, both through the front, with the default
+		// request_timeout (2 min) on eth0 and a longer one on net1: neither DEL may wait
+		// for it.
+		newNetworkAttachment(ctx, ns, "slow-net", map[string]any{"type": "nicpool", "default_ipv4_ippool": []string{"net1-v4"}, "request_timeout": "4m"})
+		Expect(stack.Client.Create(ctx, onNode(newPod(ns, "stuck", map[string]string{annotations.MultusNetworks: "slow-net"}), node))).To(Succeed())
+		p := runningPod(ctx, ns, "stuck", "")
+		Expect(allocationsOf(ctx, ns+"/stuck")).To(HaveLen(3), "eth0 dual-stack, net1 IPv4")
+
+		By("stopping ipamd on " + node + " with SIGSTOP")
+		Expect(stack.PauseIpamd(node)).To(Succeed())
+		resumed := false
+		DeferCleanup(func() {
+			if !resumed {
+				_ = stack.ResumeIpamd(node)
+			}
+		})
+
+		By("deleting the pod: each DEL is handed to nicpool-cni after the front's wait and lets the pod go")
+		start := time.Now()
+		Expect(stack.Client.Delete(ctx, p)).To(Succeed())
+		// The node stand-in bounds each DEL through Multus by 2 minutes, as the kubelet
+		// does: a DEL that waited for request_timeout would be killed and retried, and
+		// the pod would never go.
+		Eventually(func() error { return stack.Client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}) }).
+			WithContext(ctx).Should(MatchError(ContainSubstring("not found")), "pod still terminating")
+		fmt.Fprintf(GinkgoWriter, "the pod was gone %s after its deletion, ipamd stopped\n", time.Since(start).Round(100*time.Millisecond))
+
+		By("ipamd going on (SIGCONT): the pod's addresses released, and a new pod on " + node + " served")
+		Expect(stack.ResumeIpamd(node)).To(Succeed())
+		resumed = true
+		Eventually(func() []string { return allocationsOf(ctx, ns+"/stuck") }).WithContext(ctx).Should(BeEmpty())
+		Expect(stack.Client.Create(ctx, onNode(newPod(ns, "after", map[string]string{annotations.MultusNetworks: "slow-net"}), node))).To(Succeed())
+		Expect(nicAddresses(runningPod(ctx, ns, "after", ""))["net1"]).To(HaveLen(1))
 		checkInvariants(ctx)
 	})
 })
