@@ -114,9 +114,10 @@ func TestInstallDefaultsToThePair(t *testing.T) {
 
 // TestFrontStartsWithoutALoader: the front, built as `make build` builds it, is an
 // executable the kernel runs as linked: static (no interpreter), not position
-// independent (a static PIE must relocate itself, and the front has no C library to
-// do it), with no dynamic section. A compiler that made anything else of
-// FRONT_CFLAGS would give a front that crashes on every CNI call.
+// independent (a static PIE relocates itself at every exec, work no call needs; the
+// images have no loader to run a dynamic one), with no dynamic section. A compiler
+// that made anything else of FRONT_CC and FRONT_CFLAGS would give a front that pays
+// for it, or crashes, on every CNI call.
 func TestFrontStartsWithoutALoader(t *testing.T) {
 	f, err := elf.Open(binary)
 	if err != nil {
