@@ -324,10 +324,14 @@ func (c *Config) confine(ipam *ipamConf) {
 		}
 	}
 	if p := ipam.LogFile; p != "" && p != spiderpoolLogPath {
-		if _, ok := beneath(LogDir, p); ok {
-			c.LogFile = filepath.Clean(p)
-		} else {
+		rel, ok := beneath(LogDir, p)
+		switch {
+		case !ok:
 			c.refuse(invalidConfig("ipam.log_file_path", fmt.Sprintf("%.200q is not beneath %s: nicpool's plugin writes only there; give a path such as %s/cni.log, or leave the key out to log to stderr", p, LogDir, LogDir)))
+		case !shallowLogPath(rel):
+			c.refuse(invalidConfig("ipam.log_file_path", fmt.Sprintf("%.200q is more than one directory beneath %s, or a name in it is longer than %d bytes: give a file in %s or in one subdirectory of it, such as %s/cni.log or %s/net1/cni.log", p, LogDir, maxLogName, LogDir, LogDir, LogDir)))
+		default:
+			c.LogFile = filepath.Clean(p)
 		}
 	}
 	if ipam.MatchMasterSubnet {

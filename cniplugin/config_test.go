@@ -200,6 +200,10 @@ func TestParseConfigRefusesPathsOutsideItsDirectories(t *testing.T) {
 		{"log is the directory", `"log_file_path":"/var/log/nicpool/"`, "ipam.log_file_path"},
 		{"log in a sibling with the same prefix", `"log_file_path":"/var/log/nicpool.d/cni.log"`, "ipam.log_file_path"},
 		{"log in the run directory", `"log_file_path":"/run/nicpool/cni.log"`, "ipam.log_file_path"},
+		{"log two directories deep", `"log_file_path":"/var/log/nicpool/a/b/cni.log"`, "ipam.log_file_path"},
+		{"log forty directories deep", `"log_file_path":"/var/log/nicpool` + strings.Repeat("/d", 40) + `/x.log"`, "ipam.log_file_path"},
+		{"log name longer than NAME_MAX", `"log_file_path":"/var/log/nicpool/` + strings.Repeat("n", 256) + `"`, "ipam.log_file_path"},
+		{"log directory name longer than NAME_MAX", `"log_file_path":"/var/log/nicpool/` + strings.Repeat("d", 256) + `/cni.log"`, "ipam.log_file_path"},
 		{"spiderpool's master subnet matching", `"match_master_subnet":true`, "ipam.match_master_subnet"},
 	}
 	for _, tt := range tests {

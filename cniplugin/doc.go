@@ -69,7 +69,8 @@
 // symlink is followed: each component is opened with O_NOFOLLOW from the directory
 // down, the socket is connected to through the descriptor that was checked to be a
 // socket, and the log must be a regular file with a single link (a FIFO or a directory
-// is refused too). Missing subdirectories of LogDir are created; the log is rotated in
+// is refused too). log_file_path names a file in LogDir or in one subdirectory of it,
+// which is created when missing (a deeper path is refused); the log is rotated in
 // its own directory. A refusal is CNI error 7 naming the key. ADD, CHECK, GC and
 // STATUS fail with it; DEL, which must let a pod go, does without the key (logging to
 // stderr, or leaving the release to the garbage collector). spiderpool's default

@@ -36,6 +36,27 @@ const (
 // maxPathLen bounds a configured path (the kernel's PATH_MAX).
 const maxPathLen = 4096
 
+// maxLogName bounds each name of log_file_path beneath LogDir (the kernel's NAME_MAX).
+const maxLogName = 255
+
+// shallowLogPath reports whether rel, a path beneath LogDir, names a file in LogDir or
+// in one subdirectory of it, each name at most maxLogName bytes. The plugin runs as
+// root and creates the subdirectory when it is missing: a deeper path would let a
+// network configuration create a directory per component on the filesystem the
+// kubelet and the container runtime share, at every call.
+func shallowLogPath(rel string) bool {
+	parts := strings.Split(rel, "/")
+	if len(parts) > 2 {
+		return false
+	}
+	for _, part := range parts {
+		if len(part) > maxLogName {
+			return false
+		}
+	}
+	return true
+}
+
 // hostDir is one of the plugin's directories: the name configurations use, and where
 // it is on this host.
 type hostDir struct {
@@ -157,6 +178,9 @@ func (d hostDir) appendTo(rel string) (*os.File, error) {
 	name := d.name + "/" + rel
 	if err := os.MkdirAll(d.path, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", d.name, err)
+	}
+	if !shallowLogPath(rel) {
+		return nil, refusal(name, "is more than one directory beneath "+d.name)
 	}
 	dir, base, err := d.openParent(rel, true)
 	if err != nil {

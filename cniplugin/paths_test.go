@@ -161,3 +161,56 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// countDirs counts the directories beneath dir (dir itself excluded).
+func countDirs(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	must(t, filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != dir {
+			n++
+		}
+		return nil
+	}))
+	return n
+}
+
+// TestDeepLogFilePathCreatesAtMostOneDirectory: the plugin runs as root, and a
+// log_file_path 40 directories deep made it create each of them. ADD refuses such a
+// path with an error naming the key and DEL goes on without it; neither creates a
+// directory. A path one directory deep creates that one directory.
+func TestDeepLogFilePathCreatesAtMostOneDirectory(t *testing.T) {
+	h := newHostileHost(t)
+	h.ipamd.answer(api.PathAllocate, 200, api.AllocateResponse{Interface: "net1", IPs: []api.IPConfig{{Address: "10.6.0.7/16", Pool: "v4"}}})
+	before := countDirs(t, h.logDir)
+	deep := LogDir + strings.Repeat("/d", 40) + "/x.log"
+	stdin := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","log_file_path":"` + deep + `"}}`)
+	p := (&Plugin{Stdout: io.Discard}).Funcs()
+	if err := p.Add(cmdArgs(stdin)); cniCode(err) != types.ErrInvalidNetworkConfig || !strings.Contains(err.Error(), "ipam.log_file_path") || !strings.Contains(err.Error(), "one subdirectory") {
+		t.Errorf("ADD: %v: want code %d naming ipam.log_file_path and saying how deep a path may be", err, types.ErrInvalidNetworkConfig)
+	}
+	if err := p.Del(cmdArgs(stdin)); err != nil {
+		t.Errorf("DEL: %v: want success without the refused key", err)
+	}
+	if got := countDirs(t, h.logDir) - before; got != 0 {
+		t.Errorf("a %d-level log_file_path created %d directories", 40, got)
+	}
+	long := LogDir + "/" + strings.Repeat("n", maxLogName+1)
+	if err := p.Add(cmdArgs([]byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","log_file_path":"` + long + `"}}`))); cniCode(err) != types.ErrInvalidNetworkConfig {
+		t.Errorf("ADD with a %d-byte name: %v: want code %d", maxLogName+1, err, types.ErrInvalidNetworkConfig)
+	}
+
+	one := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","log_file_path":"` + LogDir + `/net1/cni.log"}}`)
+	if err := p.Add(cmdArgs(one)); err != nil {
+		t.Fatalf("ADD with a log one directory deep: %v", err)
+	}
+	if got := countDirs(t, h.logDir) - before; got != 1 {
+		t.Errorf("a log one directory deep created %d directories, want 1", got)
+	}
+	if _, err := os.Stat(filepath.Join(h.logDir, "net1", "cni.log")); err != nil {
+		t.Errorf("log file: %v", err)
+	}
+}
