@@ -14,6 +14,7 @@ import (
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/block"
+	"github.com/nicpool/nicpool/ipamd/guard"
 )
 
 // errBlockGone says a block was deleted: allocations look for another one, releases
@@ -33,6 +34,8 @@ type queue struct {
 
 	mu      sync.Mutex
 	pending []*request
+	// writing is the batch flush is writing: what a panic in it leaves unanswered.
+	writing []*request
 	running bool
 	// latest is the newest copy of the block this process has: the one it last wrote
 	// or read. The cache lags behind our own writes; this does not. Set it with
@@ -214,12 +217,30 @@ func (l *Ledger) do(ctx context.Context, q *queue, adopt bool, ops ...allocator.
 	return out.results, out.err
 }
 
+// flush writes the block's batches until none is pending. It runs on a goroutine of
+// its own, under the verbs' recovery: a panic answers the batch being written and
+// every pending request with the bug's error, and the next request starts a new
+// flush.
 func (l *Ledger) flush(q *queue) {
+	defer guard.Recover(l.opts.Log, "the write queue of block "+q.name, func(p *guard.Panic) {
+		q.mu.Lock()
+		abandoned := append(q.writing, q.pending...)
+		q.writing, q.pending = nil, nil
+		q.running = false
+		q.mu.Unlock()
+		for _, r := range abandoned {
+			// Some of the batch may have had their answer: done holds one.
+			select {
+			case r.done <- outcome{err: p}:
+			default:
+			}
+		}
+	})
 	time.Sleep(Linger)
 	for {
 		q.mu.Lock()
 		batch := q.pending
-		q.pending = nil
+		q.pending, q.writing = nil, batch
 		if len(batch) == 0 {
 			q.running = false
 			q.mu.Unlock()
@@ -301,7 +322,7 @@ func (l *Ledger) commit(q *queue, batch []*request) {
 			}
 			q.mu.Lock()
 			batch = append(batch, q.pending...)
-			q.pending = nil
+			q.pending, q.writing = nil, batch
 			q.mu.Unlock()
 		case apierrors.IsNotFound(err):
 			q.mu.Lock()
