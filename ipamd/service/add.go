@@ -87,7 +87,7 @@ func checkAdd(req *api.AllocateRequest) error {
 	if req.Pod.Namespace == "" || req.Pod.Name == "" {
 		return cniError(api.CodeInvalidConfig, "K8S_POD_NAMESPACE and K8S_POD_NAME are required in CNI_ARGS", nil)
 	}
-	return nil
+	return checkNetwork(req.Network)
 }
 
 // requestPod is the pod an ADD names, of the UID it names; try again later while the

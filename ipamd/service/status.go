@@ -20,6 +20,9 @@ import (
 // node has a free address. Those pools are the network's default pools, else the
 // cluster's default pools, else every pool this node may use.
 func (s *Service) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
+	if err := checkNetwork(req.Network); err != nil {
+		return nil, err
+	}
 	pools, err := s.pools(ctx)
 	if err != nil {
 		return nil, cniError(api.CodeTryAgainLater, "list pools", err)

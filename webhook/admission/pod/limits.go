@@ -17,11 +17,12 @@ const (
 	// selections are a few hundred bytes.
 	MaxSelectionBytes = 16 << 10
 	// MaxPoolNames bounds the pool names and patterns of one pod, all interfaces and
-	// both families together (eight interfaces with four pools of each family).
-	MaxPoolNames = 64
+	// both families together: the bound of every selection, a network's default pools
+	// too.
+	MaxPoolNames = annotations.MaxPoolNames
 	// MaxWildcards bounds the wildcard patterns of one pod: each is matched against
 	// every pool name that starts with its literal prefix.
-	MaxWildcards = 16
+	MaxWildcards = annotations.MaxWildcards
 	// MaxLiveReads bounds the reads of the API server one pod causes when a view
 	// misses (a pool or namespace created a moment ago): whatever its annotations
 	// name, the decision is otherwise made from the informers' views.
@@ -40,17 +41,11 @@ func checkSize(key, value string) *field.Error {
 // checkCounts refuses a selection that names more pools or wildcard patterns than
 // one pod may.
 func checkCounts(key string, sel []annotations.PoolSelection) field.ErrorList {
-	names, wildcards := 0, 0
+	var lists [][]string
 	for _, s := range sel {
-		for _, list := range [][]string{s.IPv4, s.IPv6} {
-			names += len(list)
-			for _, n := range list {
-				if annotations.IsWildcard(n) {
-					wildcards++
-				}
-			}
-		}
+		lists = append(lists, s.IPv4, s.IPv6)
 	}
+	names, wildcards := annotations.CountPools(lists...)
 	var errs field.ErrorList
 	if names > MaxPoolNames {
 		errs = append(errs, field.Invalid(annotations.Path(key), fmt.Sprintf("<%d pool names and patterns>", names),
