@@ -56,10 +56,12 @@ type Config struct {
 	// without the key.
 	Refused *types.Error
 
-	// prevConf holds prevResult, the result of ADD, present for CHECK (and DEL from
-	// 1.0.0 on); it is parsed only by the verbs that use it, so that DEL never fails
-	// on a prevResult it does not need.
-	prevConf *types.PluginConf
+	// prevRaw holds prevResult, the result of ADD, present for CHECK (and DEL from
+	// 1.0.0 on), with the plugin type it was written for; it is decoded only by the
+	// verbs that use it (PrevResult), so that DEL never fails on a prevResult it does
+	// not need, and no verb pays for one it does not read.
+	prevRaw               json.RawMessage
+	prevType, prevVersion string
 	// ValidAttachments is cni.dev/valid-attachments, present for GC;
 	// HasValidAttachments tells an empty list (release everything) from a missing one.
 	ValidAttachments    []types.GCAttachment
@@ -218,21 +220,28 @@ func ParseConfig(stdin []byte) (*Config, error) {
 		return nil, types.NewError(types.ErrDecodingFailure,
 			"network configuration is not valid JSON: fix the document the runtime passes on stdin", err.Error())
 	}
-	var (
-		capabilities      map[string]bool
-		dns               types.DNS
-		prevResult        map[string]any
-		validAttachments  []types.GCAttachment
-		legacyAttachments []types.GCAttachment
-	)
+	// The keys no verb reads (capabilities, dns) and prevResult, which only CHECK
+	// reads, are checked for their JSON type only and not decoded: a network
+	// configuration is a tenant's document, and decoding what is not used would let it
+	// cost whoever parses it (ipamd, for a call of the front) many times its size.
+	for _, m := range []struct {
+		key, kind string
+		raw       json.RawMessage
+	}{
+		{"capabilities", "object", n.Capabilities},
+		{"dns", "object", n.DNS},
+		{"prevResult", "object", n.PrevResult},
+	} {
+		if present(m.raw) && jsonKind(m.raw) != m.kind {
+			return nil, invalidConfig(m.key, fmt.Sprintf("a JSON %s is not allowed here: see the CNI specification for this key's type", jsonKind(m.raw)))
+		}
+	}
+	var validAttachments, legacyAttachments []types.GCAttachment
 	for _, m := range []struct {
 		key string
 		raw json.RawMessage
 		v   any
 	}{
-		{"capabilities", n.Capabilities, &capabilities},
-		{"dns", n.DNS, &dns},
-		{"prevResult", n.PrevResult, &prevResult},
 		{"cni.dev/valid-attachments", n.ValidAttachments, &validAttachments},
 		{"cni.dev/attachments", n.LegacyAttachments, &legacyAttachments},
 	} {
@@ -293,8 +302,8 @@ func ParseConfig(stdin []byte) (*Config, error) {
 		}
 		c.LogLevel = lvl
 	}
-	if prevResult != nil {
-		c.prevConf = &types.PluginConf{CNIVersion: n.CNIVersion, Name: n.Name, Type: n.Type, RawPrevResult: prevResult}
+	if present(n.PrevResult) {
+		c.prevRaw, c.prevType, c.prevVersion = n.PrevResult, n.Type, n.CNIVersion
 	}
 	switch {
 	case validAttachments != nil:
@@ -348,14 +357,36 @@ func (c *Config) refuse(e *types.Error) {
 
 // PrevResult is prevResult parsed in the config's version; nil when there is none.
 func (c *Config) PrevResult() (types.Result, error) {
-	if c.prevConf == nil {
+	if c.prevRaw == nil {
 		return nil, nil
 	}
-	if err := version.ParsePrevResult(c.prevConf); err != nil {
+	var raw map[string]any
+	if err := decodeMember("prevResult", c.prevRaw, &raw); err != nil {
+		return nil, err
+	}
+	conf := &types.PluginConf{CNIVersion: c.prevVersion, Name: c.Network, Type: c.prevType, RawPrevResult: raw}
+	if err := version.ParsePrevResult(conf); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure,
 			fmt.Sprintf("prevResult does not parse as a cniVersion %s result: pass the result of ADD unchanged", c.CNIVersion), err.Error())
 	}
-	return c.prevConf.PrevResult, nil
+	return conf.PrevResult, nil
+}
+
+// jsonKind names the JSON type of a valid JSON value as encoding/json's errors do.
+func jsonKind(raw json.RawMessage) string {
+	switch raw[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
+	}
+	return "number"
 }
 
 // strictJSON decodes one JSON document; trailing data is an error, as a truncated or

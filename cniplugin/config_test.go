@@ -164,6 +164,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{"timeout a bool", `{"name":"n","ipam":{"request_timeout":true}}`, types.ErrInvalidNetworkConfig, "ipam.request_timeout"},
 		{"match_master_subnet not a bool", `{"name":"n","ipam":{"match_master_subnet":"yes"}}`, types.ErrInvalidNetworkConfig, "ipam.match_master_subnet"},
 		{"unknown log level", `{"name":"n","ipam":{"log_level":"chatty"}}`, types.ErrInvalidNetworkConfig, "ipam.log_level"},
+		{"prevResult a number", `{"name":"n","ipam":{},"prevResult":5}`, types.ErrInvalidNetworkConfig, "prevResult"},
+		{"prevResult a list", `{"name":"n","ipam":{},"prevResult":[{}]}`, types.ErrInvalidNetworkConfig, "prevResult"},
+		{"dns a string", `{"name":"n","ipam":{},"dns":"8.8.8.8"}`, types.ErrInvalidNetworkConfig, "dns"},
+		{"capabilities a list", `{"name":"n","ipam":{},"capabilities":["ips"]}`, types.ErrInvalidNetworkConfig, "capabilities"},
 		{"attachment without ifname", `{"name":"n","ipam":{},"cni.dev/valid-attachments":[{"containerID":"c"}]}`, types.ErrInvalidNetworkConfig, "cni.dev/valid-attachments[0]"},
 	}
 	for _, tt := range tests {

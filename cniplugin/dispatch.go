@@ -67,8 +67,11 @@ func printError(w io.Writer, e *types.Error) error {
 
 // cniCall is where a CNI call comes from and goes to.
 type cniCall struct {
-	getenv         func(string) string
+	getenv func(string) string
+	// stdin is read for the network configuration, unless stdinData holds it already
+	// (a call of the front); args takes it from there, so that the call holds one copy.
 	stdin          io.Reader
+	stdinData      []byte
 	stdout, stderr io.Writer
 	// netns tells how CNI_NETNS relates to the plugin's own network namespace
 	// (netnsRelation, or what the front found).
@@ -124,9 +127,11 @@ func (c *cniCall) args() (string, *CmdArgs, *types.Error) {
 	}
 	var stdin []byte
 	if cmd != "VERSION" {
-		var err error
-		if stdin, err = io.ReadAll(c.stdin); err != nil {
-			return "", nil, types.NewError(types.ErrIOFailure, fmt.Sprintf("error reading from stdin: %v", err), "")
+		if stdin, c.stdinData = c.stdinData, nil; stdin == nil {
+			var err error
+			if stdin, err = io.ReadAll(c.stdin); err != nil {
+				return "", nil, types.NewError(types.ErrIOFailure, fmt.Sprintf("error reading from stdin: %v", err), "")
+			}
 		}
 		if err := validateNetworkConfig(stdin); err != nil {
 			return "", nil, err

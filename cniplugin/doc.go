@@ -31,7 +31,8 @@
 // Whenever the front cannot finish a call that way, it hands it off: it runs
 // nicpool-cni, beside its own executable, with the same arguments, environment and
 // stdin, and nicpool-cni serves the call as described in the rest of this page. That is
-// the case for VERSION; for larger input; when there is no socket, ipamd refuses the
+// the case for VERSION; for larger input (ipamd parses at most api.MaxConfig of
+// configuration and hands larger calls back); when there is no socket, ipamd refuses the
 // connection, drops it or answers anything but a complete 200 (an ipamd older than
 // the front answers 404); and when ipamd declines the call, which it does for a
 // network that names log_file_path (a host file the plugin appends to itself) or a

@@ -23,10 +23,6 @@ import (
 // the front's network namespace, and stdin.
 var forwardedFields = 2 + len(cniEnv) + 2
 
-// MaxForwarded bounds a frame: the front forwards at most 1 MiB of stdin and 16 KiB per
-// variable, and hands larger calls to nicpool-cni.
-const MaxForwarded = 1<<20 + 16<<10*8 + 4096
-
 // Forwarded is one CNI call as the front forwarded it.
 type Forwarded struct {
 	// Name is what the front was executed as (the base of its argv[0]).
@@ -102,6 +98,7 @@ const (
 	HandOffVersion = "version"  // VERSION or no verb: nicpool-cni answers them
 	HandOffLogFile = "log_file" // the network names log_file_path
 	HandOffSocket  = "socket"   // the network names another socket (or a refused one)
+	HandOffSize    = "size"     // the call is over ipamd's bounds (api.MaxFrame, api.MaxConfig)
 	HandOffOther   = "other"    // anything else
 )
 
@@ -144,12 +141,18 @@ func ServeForwarded(ctx context.Context, f *Forwarded, ipamd IPAMD) (*Answer, *H
 	in := &inIPAMD{ipamd: ipamd, ctx: ctx, stderr: &stderr, pid: f.PID}
 	p := &Plugin{Stdout: &stdout, Name: installedName(f.Name), in: in}
 	call := &cniCall{
-		getenv: func(name string) string { return f.Env[name] },
-		stdin:  bytes.NewReader(f.Stdin),
-		stdout: &stdout,
-		stderr: &stderr,
-		netns:  func(string) string { return f.NetNS },
+		getenv:    func(name string) string { return f.Env[name] },
+		stdinData: f.Stdin,
+		stdout:    &stdout,
+		stderr:    &stderr,
+		netns:     func(string) string { return f.NetNS },
 	}
+	if call.stdinData == nil {
+		call.stdinData = []byte{}
+	}
+	// From here the call holds the only reference to the configuration, which it
+	// drops once parsed, before waiting for its turn (Plugin.begin).
+	f.Stdin = nil
 	e := call.serve(p.Funcs(), SupportedVersions, "")
 	if in.handOff != nil {
 		return nil, in.handOff

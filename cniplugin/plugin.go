@@ -102,6 +102,12 @@ func (p *Plugin) begin(verb string, args *CmdArgs) (*call, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// What the verb does not read goes now, before the call waits for its turn in
+	// ipamd: the configuration's raw document, and prevResult but for CHECK.
+	args.StdinData = nil
+	if verb != "CHECK" {
+		conf.prevRaw = nil
+	}
 	lenient := verb == "DEL"
 	if conf.Refused != nil && !lenient {
 		return nil, nil, conf.Refused

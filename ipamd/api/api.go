@@ -42,6 +42,24 @@ const (
 	HeaderStdout = "Nicpool-Stdout"
 )
 
+// What one request on the socket may carry. A network configuration is a tenant's
+// document and ipamd a long-lived daemon every pod of the node depends on: ipamd
+// reads at most these bounds, and a call of the front over them is handed back to
+// nicpool-cni, whose own short-lived process then pays for it.
+const (
+	// MaxConfig bounds the network configuration (the CNI call's stdin) ipamd parses.
+	MaxConfig = 64 << 10
+	// MaxValue bounds one CNI_* variable of a call of the front.
+	MaxValue = 16 << 10
+	// MaxFrame bounds the body of a POST to PathCNI: MaxConfig, seven CNI_* variables
+	// of MaxValue, and room for the front's name, pid, netns relation and the
+	// netstrings' lengths.
+	MaxFrame = MaxConfig + 7*MaxValue + 4096
+	// MaxRequest bounds the body of a POST to the JSON verbs: what a configuration
+	// within MaxConfig, and the CNI_* variables, make of one.
+	MaxRequest = MaxConfig + 7*MaxValue
+)
+
 // HeaderTimeout is the request header saying how long, in milliseconds, the caller
 // waits for the answer.
 const HeaderTimeout = "Nicpool-Timeout-Ms"

@@ -13,10 +13,16 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
+	"golang.org/x/net/netutil"
+
 	"github.com/nicpool/nicpool/cniplugin"
+	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/guard"
 	"github.com/nicpool/nicpool/ipamd/metrics"
 	"github.com/nicpool/nicpool/ipamd/service"
 )
@@ -24,13 +30,19 @@ import (
 // Handler serves the ipamd API. ready reports whether the caches have synced; until
 // then every verb answers CNI code 11 (try again later).
 func Handler(svc *service.Service, ready func() bool) http.Handler {
+	return HandlerLimits(svc, ready, DefaultLimits)
+}
+
+// HandlerLimits is Handler with other limits than DefaultLimits (tests).
+func HandlerLimits(svc *service.Service, ready func() bool, lim Limits) http.Handler {
 	mux := http.NewServeMux()
-	handle(mux, api.PathAllocate, ready, svc.Allocate)
-	handle(mux, api.PathRelease, ready, svc.Release)
-	handle(mux, api.PathCheck, ready, svc.Check)
-	handle(mux, api.PathGC, ready, svc.GC)
-	handle(mux, api.PathStatus, ready, svc.Status)
-	mux.HandleFunc(api.PathCNI, forwarded(&local{svc: svc, ready: ready}))
+	h := &handler{log: svc.Log, lim: lim, parses: make(chan struct{}, max(lim.MaxParses, 1))}
+	handle(mux, h, api.PathAllocate, ready, svc.Allocate)
+	handle(mux, h, api.PathRelease, ready, svc.Release)
+	handle(mux, h, api.PathCheck, ready, svc.Check)
+	handle(mux, h, api.PathGC, ready, svc.GC)
+	handle(mux, h, api.PathStatus, ready, svc.Status)
+	mux.HandleFunc(api.PathCNI, h.forwarded(&local{svc: svc, ready: ready, log: svc.Log}))
 	mux.HandleFunc(api.PathHealthz, func(w http.ResponseWriter, _ *http.Request) {
 		if !ready() {
 			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
@@ -41,7 +53,70 @@ func Handler(svc *service.Service, ready func() bool) http.Handler {
 	return mux
 }
 
-func handle[Req, Resp any](mux *http.ServeMux, path string, ready func() bool, fn func(context.Context, *Req) (*Resp, error)) {
+// Limits bound what the socket's clients can make ipamd hold. The socket is root's
+// only, but what its requests carry is not: a network configuration is written by
+// whoever may create a NetworkAttachmentDefinition.
+type Limits struct {
+	// HeaderTimeout and BodyTimeout bound how long a request's header, then its body,
+	// may take to arrive (the front and nicpool-cni send a request at once).
+	HeaderTimeout, BodyTimeout time.Duration
+	// IdleTimeout closes a connection kept open between requests.
+	IdleTimeout time.Duration
+	// MaxConns caps the connections served at once; more wait in the socket's
+	// backlog until one ends. Each holds a goroutine and its buffers while its call
+	// waits for its turn, not the request it carried.
+	MaxConns int
+	// MaxParses caps the requests being read and decoded at once: up to MaxFrame
+	// each, and what decoding makes of it. A call holds its slot until its
+	// configuration is parsed and dropped, before it waits for its turn.
+	MaxParses int
+}
+
+// DefaultLimits are ipamd's: see docs/security.md for what they cost.
+var DefaultLimits = Limits{HeaderTimeout: 10 * time.Second, BodyTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second, MaxConns: 512, MaxParses: 4}
+
+// handler is what every endpoint shares: the log, the limits and the parse slots.
+type handler struct {
+	log    logr.Logger
+	lim    Limits
+	parses chan struct{}
+}
+
+// parse takes a parse slot, waiting for one while ctx lasts; release gives it back
+// and may be called more than once.
+func (h *handler) parse(ctx context.Context) (release func(), err error) {
+	select {
+	case h.parses <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-h.parses }) }, nil
+}
+
+// errTooLarge says a request's body is over its bound.
+var errTooLarge = errors.New("too large")
+
+// readBody reads a request's body of at most limit bytes, within BodyTimeout.
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", errTooLarge, r.ContentLength, limit)
+	}
+	rc := http.NewResponseController(w)
+	if h.lim.BodyTimeout > 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(h.lim.BodyTimeout))
+		// The call may wait for its turn far longer than the body may take to come.
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, fmt.Errorf("%w: more than %d bytes", errTooLarge, limit)
+	}
+	return body, err
+}
+
+func handle[Req, Resp any](mux *http.ServeMux, h *handler, path string, ready func() bool, fn func(context.Context, *Req) (*Resp, error)) {
 	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			writeError(w, &api.Error{Code: api.CodeDecodingFailure, Message: "use POST with a JSON body"})
@@ -51,9 +126,22 @@ func handle[Req, Resp any](mux *http.ServeMux, path string, ready func() bool, f
 			writeError(w, errStarting)
 			return
 		}
+		release, err := h.parse(r.Context())
+		if err != nil {
+			return // the caller has gone
+		}
 		req := new(Req)
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-		if err := dec.Decode(req); err != nil {
+		body, err := h.readBody(w, r, api.MaxRequest)
+		if err == nil {
+			err = json.Unmarshal(body, req)
+		}
+		body = nil
+		release()
+		switch {
+		case errors.Is(err, errTooLarge):
+			writeError(w, &api.Error{Code: api.CodeInvalidConfig, Message: fmt.Sprintf("the %s request is over ipamd's bound of %d bytes: the network configuration names too many default pools (at most %d)", path, api.MaxRequest, annotations.MaxPoolNames), Details: err.Error()})
+			return
+		case err != nil:
 			writeError(w, &api.Error{Code: api.CodeDecodingFailure, Message: "undecodable " + path + " request", Details: err.Error()})
 			return
 		}
@@ -61,9 +149,9 @@ func handle[Req, Resp any](mux *http.ServeMux, path string, ready func() bool, f
 		if ms, err := strconv.ParseInt(r.Header.Get(api.HeaderTimeout), 10, 64); err == nil && ms > 0 && ms <= int64(time.Hour/time.Millisecond) {
 			wait = time.Duration(ms) * time.Millisecond
 		}
-		resp, err := call(r.Context(), wait, fn, req)
-		if err != nil {
-			writeError(w, err)
+		resp, ae := call(r.Context(), h.log, path, wait, fn, req)
+		if ae != nil {
+			writeError(w, ae)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -74,7 +162,12 @@ func handle[Req, Resp any](mux *http.ServeMux, path string, ready func() bool, f
 // call runs one verb of the service. wait is how long its caller waits for the answer
 // (0: not said); the verb's context ends a little before, so that the answer reaches
 // the caller in time. Every error is an *api.Error.
-func call[Req, Resp any](ctx context.Context, wait time.Duration, fn func(context.Context, *Req) (*Resp, error), req *Req) (*Resp, *api.Error) {
+// A panic in the verb is the bug's internal error, under the recovery every goroutine
+// serving the verbs shares (ipamd/guard).
+func call[Req, Resp any](ctx context.Context, log logr.Logger, path string, wait time.Duration, fn func(context.Context, *Req) (*Resp, error), req *Req) (resp *Resp, ae *api.Error) {
+	defer guard.Recover(log, "the CNI verb "+path, func(p *guard.Panic) {
+		resp, ae = nil, &api.Error{Code: api.CodeInternal, Message: p.Error()}
+	})
 	var cancel context.CancelFunc
 	if wait > 0 {
 		ctx, cancel = context.WithTimeout(ctx, wait-min(wait/5, 2*time.Second))
@@ -84,7 +177,6 @@ func call[Req, Resp any](ctx context.Context, wait time.Duration, fn func(contex
 	defer cancel()
 	resp, err := fn(ctx, req)
 	if err != nil {
-		var ae *api.Error
 		if !errors.As(err, &ae) {
 			ae = &api.Error{Code: api.CodeInternal, Message: "ipamd failed", Details: err.Error()}
 		}
@@ -99,12 +191,19 @@ func call[Req, Resp any](ctx context.Context, wait time.Duration, fn func(contex
 type local struct {
 	svc   *service.Service
 	ready func() bool
+	log   logr.Logger
+	// parsed gives back the call's parse slot: the plugin's code calls a verb once it
+	// has parsed the configuration and dropped it.
+	parsed func()
 }
 
 var errStarting = &api.Error{Code: api.CodeTryAgainLater, Message: "ipamd is starting: its caches are not synced yet"}
 
 // localCall is call for the plugin's code: the caller's wait is its context's deadline.
-func localCall[Req, Resp any](ctx context.Context, l *local, fn func(context.Context, *Req) (*Resp, error), req *Req) (*Resp, error) {
+func localCall[Req, Resp any](ctx context.Context, l *local, path string, fn func(context.Context, *Req) (*Resp, error), req *Req) (*Resp, error) {
+	if l.parsed != nil {
+		l.parsed()
+	}
 	if !l.ready() {
 		return nil, errStarting
 	}
@@ -112,7 +211,7 @@ func localCall[Req, Resp any](ctx context.Context, l *local, fn func(context.Con
 	if deadline, ok := ctx.Deadline(); ok {
 		wait = max(time.Until(deadline), time.Millisecond)
 	}
-	resp, err := call(ctx, wait, fn, req)
+	resp, err := call(ctx, l.log, path, wait, fn, req)
 	if err != nil {
 		return nil, err // not a nil *api.Error in a non-nil error
 	}
@@ -120,51 +219,80 @@ func localCall[Req, Resp any](ctx context.Context, l *local, fn func(context.Con
 }
 
 func (l *local) Allocate(ctx context.Context, req *api.AllocateRequest) (*api.AllocateResponse, error) {
-	return localCall(ctx, l, l.svc.Allocate, req)
+	return localCall(ctx, l, api.PathAllocate, l.svc.Allocate, req)
 }
 
 func (l *local) Release(ctx context.Context, req *api.ReleaseRequest) (*api.ReleaseResponse, error) {
-	return localCall(ctx, l, l.svc.Release, req)
+	return localCall(ctx, l, api.PathRelease, l.svc.Release, req)
 }
 
 func (l *local) Check(ctx context.Context, req *api.CheckRequest) (*api.CheckResponse, error) {
-	return localCall(ctx, l, l.svc.Check, req)
+	return localCall(ctx, l, api.PathCheck, l.svc.Check, req)
 }
 
 func (l *local) GC(ctx context.Context, req *api.GCRequest) (*api.GCResponse, error) {
-	return localCall(ctx, l, l.svc.GC, req)
+	return localCall(ctx, l, api.PathGC, l.svc.GC, req)
 }
 
 func (l *local) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
-	return localCall(ctx, l, l.svc.Status, req)
+	return localCall(ctx, l, api.PathStatus, l.svc.Status, req)
 }
 
 // forwarded serves api.PathCNI: a CNI call of the front, run by the plugin's own code
 // with ipamd as its ipamd. The answer is the plugin's stdout then its stderr; 421 hands
-// the call back to the front, which then runs nicpool-cni.
-func forwarded(ipamd cniplugin.IPAMD) http.HandlerFunc {
+// the call back to the front, which then runs nicpool-cni: so does a call over
+// api.MaxFrame or api.MaxConfig, which ipamd neither reads in full nor parses.
+func (h *handler) forwarded(ipamd *local) http.HandlerFunc {
+	handBack := func(w http.ResponseWriter, verb, kind, why string) {
+		metrics.CNICalls.WithLabelValues(verb, kind).Inc()
+		http.Error(w, why, http.StatusMisdirectedRequest)
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			http.Error(w, "use POST with a frame of the plugin's front", http.StatusMethodNotAllowed)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cniplugin.MaxForwarded))
+		if r.ContentLength > api.MaxFrame {
+			handBack(w, "other", cniplugin.HandOffSize, fmt.Sprintf("the call is over ipamd's bound of %d bytes: nicpool-cni runs it", api.MaxFrame))
+			return
+		}
+		release, err := h.parse(r.Context())
 		if err != nil {
-			metrics.CNICalls.WithLabelValues("other", metrics.CNIUndecodable).Inc()
-			http.Error(w, "read the front's frame: "+err.Error(), http.StatusMisdirectedRequest)
+			return // the front has gone
+		}
+		defer release()
+		body, err := h.readBody(w, r, api.MaxFrame)
+		if errors.Is(err, errTooLarge) {
+			handBack(w, "other", cniplugin.HandOffSize, "the call is over ipamd's bounds: "+err.Error())
+			return
+		}
+		if err != nil {
+			handBack(w, "other", metrics.CNIUndecodable, "read the front's frame: "+err.Error())
 			return
 		}
 		f, err := cniplugin.DecodeForwarded(body)
+		body = nil
 		if err != nil {
-			metrics.CNICalls.WithLabelValues("other", metrics.CNIUndecodable).Inc()
-			http.Error(w, "undecodable frame of the plugin's front: "+err.Error(), http.StatusMisdirectedRequest)
+			handBack(w, "other", metrics.CNIUndecodable, "undecodable frame of the plugin's front: "+err.Error())
 			return
 		}
 		verb := metrics.CNIVerb(f.Env["CNI_COMMAND"])
-		a, handOff := cniplugin.ServeForwarded(r.Context(), f, ipamd)
+		if len(f.Stdin) > api.MaxConfig {
+			handBack(w, verb, cniplugin.HandOffSize, fmt.Sprintf("the network configuration is over ipamd's bound of %d bytes: nicpool-cni runs the call", api.MaxConfig))
+			return
+		}
+		var (
+			a       *cniplugin.Answer
+			handOff *cniplugin.HandOff
+		)
+		func() {
+			defer guard.Recover(h.log, "the front's call of "+verb, func(p *guard.Panic) {
+				handOff = &cniplugin.HandOff{Kind: cniplugin.HandOffOther, Reason: p.Error()}
+			})
+			a, handOff = cniplugin.ServeForwarded(r.Context(), f, &local{svc: ipamd.svc, ready: ipamd.ready, log: ipamd.log, parsed: release})
+		}()
 		if handOff != nil {
-			metrics.CNICalls.WithLabelValues(verb, handOff.Kind).Inc()
-			http.Error(w, handOff.Error(), http.StatusMisdirectedRequest)
+			handBack(w, verb, handOff.Kind, handOff.Error())
 			return
 		}
 		metrics.CNICalls.WithLabelValues(verb, metrics.CNIServed).Inc()
@@ -222,9 +350,20 @@ func Listen(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// Serve serves h on l until ctx ends, then drains in-flight requests.
+// Serve serves h on l until ctx ends, then drains in-flight requests, with
+// DefaultLimits.
 func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	return ServeLimits(ctx, l, h, DefaultLimits)
+}
+
+// ServeLimits is Serve with other limits (tests). The body timeout is the handlers'
+// (HandlerLimits): net/http's ReadTimeout would also end the context of a call that
+// waits for its turn longer than it.
+func ServeLimits(ctx context.Context, l net.Listener, h http.Handler, lim Limits) error {
+	if lim.MaxConns > 0 {
+		l = netutil.LimitListener(l, lim.MaxConns)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {
