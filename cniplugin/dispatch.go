@@ -12,6 +12,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 	"golang.org/x/sys/unix"
+
+	"github.com/nicpool/nicpool/ipamd/api"
 )
 
 // The plugin reads the CNI protocol's environment and stdin itself rather than through
@@ -286,12 +288,13 @@ func validateInterfaceName(name string) *types.Error {
 	return nil
 }
 
-// How CNI_NETNS relates to the plugin's own network namespace. The front finds it the
-// same way and forwards it (cniplugin/front/nicpool.c, netns_is_own).
+// How CNI_NETNS relates to the plugin's own network namespace: the relations of the
+// front's frame, which the front finds the same way (cniplugin/front/nicpool.c,
+// netns_is_own).
 const (
-	netnsSame   = "same"   // CNI_NETNS is the plugin's own namespace
-	netnsOther  = "other"  // another namespace, or a path that cannot be stated
-	netnsNoSelf = "noself" // the plugin's own namespace cannot be stated
+	netnsSame   = api.NetNSSame
+	netnsOther  = api.NetNSOther
+	netnsNoSelf = api.NetNSNoSelf
 )
 
 // netnsRelation stats path against the plugin's own network namespace. A path the

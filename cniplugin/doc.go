@@ -16,7 +16,7 @@
 //     ipamd/README has the figures).
 //   - nicpool-cni is this package's binary (cmd/nicpool-cni).
 //
-// For every verb but VERSION, the front reads stdin (up to 1 MiB) and the CNI_*
+// For every verb but VERSION, the front reads stdin (up to 64 KiB, api.MaxConfig) and the CNI_*
 // variables (up to 16 KiB each), finds out whether CNI_NETNS is its own network
 // namespace, and sends it all as a frame of netstrings to ipamd's default socket
 // (RunDir/ipamd.sock, reached as the plugin reaches it, following no symlink) at
@@ -31,8 +31,8 @@
 // Whenever the front cannot finish a call that way, it hands it off: it runs
 // nicpool-cni, beside its own executable, with the same arguments, environment and
 // stdin, and nicpool-cni serves the call as described in the rest of this page. That is
-// the case for VERSION; for larger input (ipamd parses at most api.MaxConfig of
-// configuration and hands larger calls back); when there is no socket, ipamd refuses the
+// the case for VERSION; for larger input (ipamd parses no more, and hands back a larger
+// call of an older front); when there is no socket, ipamd refuses the
 // connection, drops it or answers anything but a complete 200 (an ipamd older than
 // the front answers 404); and when ipamd declines the call, which it does for a
 // network that names log_file_path (a host file the plugin appends to itself) or a

@@ -4,81 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"strconv"
 
 	"github.com/nicpool/nicpool/ipamd/api"
 )
 
 // The front (cniplugin/front/nicpool.c, installed as nicpool and spiderpool) forwards
 // a CNI call to ipamd instead of running this package in a process of its own: its
-// frame holds, as netstrings ("<length>:<bytes>,"), what the plugin would have read.
+// frame (api.Frame) holds what the plugin would have read.
 // ipamd runs the call with ServeForwarded and answers what the plugin would have
 // printed and its exit code. A call it cannot run the same way is handed back: the
 // front then runs nicpool-cni, this package's own binary, for it.
-
-// forwardedFields is the number of netstrings in a frame: the name the front was
-// executed as, its pid, the CNI_* variables in cniEnv's order, how CNI_NETNS relates to
-// the front's network namespace, and stdin.
-var forwardedFields = 2 + len(cniEnv) + 2
-
-// Forwarded is one CNI call as the front forwarded it.
-type Forwarded struct {
-	// Name is what the front was executed as (the base of its argv[0]).
-	Name string
-	// PID is the front's process, for the logs.
-	PID int
-	// Env holds the CNI_* variables; unset ones are empty.
-	Env map[string]string
-	// NetNS is how CNI_NETNS relates to the front's own network namespace.
-	NetNS string
-	// Stdin is the network configuration.
-	Stdin []byte
-}
-
-// DecodeForwarded reads a frame of the front.
-func DecodeForwarded(b []byte) (*Forwarded, error) {
-	fields := make([][]byte, 0, forwardedFields)
-	for len(b) > 0 {
-		colon := bytes.IndexByte(b, ':')
-		if colon <= 0 || colon > 10 {
-			return nil, errors.New("a field has no length")
-		}
-		n := 0
-		for _, d := range b[:colon] {
-			if d < '0' || d > '9' {
-				return nil, fmt.Errorf("field %d's length %q is not a number", len(fields), b[:colon])
-			}
-			n = n*10 + int(d-'0')
-		}
-		rest := b[colon+1:]
-		if n >= len(rest) || rest[n] != ',' {
-			return nil, fmt.Errorf("field %d is cut short", len(fields))
-		}
-		fields = append(fields, rest[:n])
-		b = rest[n+1:]
-	}
-	if len(fields) != forwardedFields {
-		return nil, fmt.Errorf("%d fields, want %d", len(fields), forwardedFields)
-	}
-	pid, err := strconv.Atoi(string(fields[1]))
-	if err != nil || pid <= 0 {
-		return nil, fmt.Errorf("pid %q is not a process", fields[1])
-	}
-	f := &Forwarded{Name: string(fields[0]), PID: pid, Env: make(map[string]string, len(cniEnv))}
-	for i, v := range cniEnv {
-		f.Env[v.name] = string(fields[2+i])
-	}
-	f.NetNS = string(fields[2+len(cniEnv)])
-	switch f.NetNS {
-	case "", netnsSame, netnsOther, netnsNoSelf:
-	default:
-		return nil, fmt.Errorf("netns relation %q is none of %s, %s, %s", f.NetNS, netnsSame, netnsOther, netnsNoSelf)
-	}
-	f.Stdin = fields[3+len(cniEnv)]
-	return f, nil
-}
 
 // Answer is what the plugin would have printed, and its exit code.
 type Answer struct {
@@ -132,7 +68,7 @@ func handOffReason(c *Config) *HandOff {
 
 // ServeForwarded runs a forwarded call with ipamd as the plugin's ipamd, within ctx.
 // It answers exactly what the plugin would have, or hands the call back.
-func ServeForwarded(ctx context.Context, f *Forwarded, ipamd IPAMD) (*Answer, *HandOff) {
+func ServeForwarded(ctx context.Context, f *api.Frame, ipamd IPAMD) (*Answer, *HandOff) {
 	switch f.Env["CNI_COMMAND"] {
 	case "", "VERSION":
 		return nil, &HandOff{Kind: HandOffVersion, Reason: "nicpool-cni answers VERSION and its own usage"}

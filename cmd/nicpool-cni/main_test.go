@@ -235,7 +235,7 @@ func serveAdd(b *testing.B) http.HandlerFunc {
 			b.Errorf("read the front's frame: %v", err)
 			return
 		}
-		f, err := cniplugin.DecodeForwarded(body)
+		f, err := api.DecodeFrame(body)
 		if err != nil {
 			b.Errorf("the front's frame: %v", err)
 			http.Error(w, err.Error(), http.StatusMisdirectedRequest)

@@ -67,8 +67,9 @@
 // The Go plugin, beside this executable.
 #define FULL_PLUGIN "nicpool-cni"
 
-// Bounds. Larger input is not refused: it is handed to nicpool-cni.
-#define MAX_STDIN (1 << 20)  // the network configuration
+// Bounds. Larger input is not refused: it is handed to nicpool-cni. The first three
+// are ipamd's (ipamd/api's MaxConfig, MaxValue and MaxName: ipamd parses no more).
+#define MAX_STDIN (64 << 10) // the network configuration
 #define MAX_VALUE (16 << 10) // one CNI_* variable
 #define MAX_ANSWER (4 << 20) // ipamd's answer, headers included
 #define MAX_NAME 255         // the name the front was run as
@@ -86,7 +87,7 @@
 #define CNI_IO 74             // as nicpool-cni reports an unreadable stdin
 #define CNI_NOT_AVAILABLE 50  // STATUS: ipamd did not answer in time
 
-// The frame's fields, in order; ipamd's cniplugin.DecodeForwarded reads them.
+// The frame's fields, in order: ipamd/api's FrameEnv (TestFrontWritesTheGoEncodersBytes).
 static const char *const cni_env[] = {
 	"CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME",
 	"CNI_ARGS", "CNI_PATH", "CNI_NETNS_OVERRIDE",

@@ -10,9 +10,9 @@
 //	POST /v1/check     CheckRequest     → CheckResponse      (CNI CHECK)
 //	POST /v1/gc        GCRequest        → GCResponse         (CNI GC)
 //	POST /v1/status    StatusRequest    → StatusResponse     (CNI STATUS)
-//	POST /v1/cni       a call of the plugin's front (cniplugin.DecodeForwarded)
+//	POST /v1/cni       a call of the plugin's front, a Frame (frame.go)
 //	                   → 200, the plugin's stdout and stderr, HeaderExit and HeaderStdout;
-//	                     421 when nicpool-cni must run the call (cniplugin.HandOff)
+//	                     StatusHandBack (421) when nicpool-cni must run the call
 //	GET  /healthz                       → 200 "ok"
 //
 // A request may say how long its caller waits for the answer in the header

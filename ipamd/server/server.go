@@ -245,7 +245,7 @@ func (l *local) Status(ctx context.Context, req *api.StatusRequest) (*api.Status
 func (h *handler) forwarded(ipamd *local) http.HandlerFunc {
 	handBack := func(w http.ResponseWriter, verb, kind, why string) {
 		metrics.CNICalls.WithLabelValues(verb, kind).Inc()
-		http.Error(w, why, http.StatusMisdirectedRequest)
+		http.Error(w, why, api.StatusHandBack)
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -270,7 +270,7 @@ func (h *handler) forwarded(ipamd *local) http.HandlerFunc {
 			handBack(w, "other", metrics.CNIUndecodable, "read the front's frame: "+err.Error())
 			return
 		}
-		f, err := cniplugin.DecodeForwarded(body)
+		f, err := api.DecodeFrame(body)
 		body = nil
 		if err != nil {
 			handBack(w, "other", metrics.CNIUndecodable, "undecodable frame of the plugin's front: "+err.Error())

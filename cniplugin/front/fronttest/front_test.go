@@ -22,6 +22,7 @@ import (
 	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/ipamd/api"
 )
 
 // A build of the front, installed in a directory of its own beside a stand-in
@@ -175,7 +176,7 @@ func (s *ipamd) serve(c net.Conn) {
 		if req.Method != http.MethodPost || req.URL.Path != "/v1/cni" {
 			s.t.Errorf("the front sent %s %s, want POST /v1/cni", req.Method, req.URL.Path)
 		}
-		f, err := cniplugin.DecodeForwarded(body)
+		f, err := api.DecodeFrame(body)
 		switch {
 		case err != nil:
 			s.t.Errorf("the front's frame: %v", err)
@@ -314,8 +315,8 @@ func TestFrontAgainstABadIPAMD(t *testing.T) {
 		{name: "no answer, ADD", conf: withTimeout(`"2s"`), answer: never, want: outcome{errCode: 11, msg: "within the request timeout (2 s)"}},
 		{name: "no answer, STATUS", verb: "STATUS", conf: withTimeout(`"2s"`), answer: never, want: outcome{errCode: 50, msg: "within the request timeout (2 s)"}},
 		{name: "no answer, DEL", verb: "DEL", conf: withTimeout(`"2s"`), answer: never, want: handOff},
-		// As large as a configuration the front forwards can be (ipamd takes 64 KiB).
-		{name: "never reads the request, ADD of 60 KiB", conf: withTimeout(`2`) + strings.Repeat(" ", 60<<10-len(withTimeout(`2`))), noRead: true, answer: never, want: outcome{errCode: 11, msg: "within the request timeout (2 s)"}},
+		// As large as a configuration the front forwards can be.
+		{name: "never reads the request, ADD of api.MaxConfig", conf: withTimeout(`2`) + strings.Repeat(" ", api.MaxConfig-len(withTimeout(`2`))), noRead: true, answer: never, want: outcome{errCode: 11, msg: "within the request timeout (2 s)"}},
 		{name: "a drip, ADD", conf: withTimeout(`3`), answer: drip, want: outcome{errCode: 11, msg: "within the request timeout (3 s)"}},
 		{name: "a drip, DEL", verb: "DEL", conf: withTimeout(`"1m"`), answer: drip, want: handOff},
 	}

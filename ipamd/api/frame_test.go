@@ -1,4 +1,4 @@
-package cniplugin
+package api
 
 import (
 	"bytes"
@@ -17,19 +17,19 @@ func frame(fields ...string) []byte {
 }
 
 // goodFields are a frame's fields for an ADD: name, pid, the CNI_* variables in
-// cniEnv's order, the netns relation, stdin.
+// FrameEnv's order, the netns relation, stdin.
 func goodFields() []string {
 	return []string{"spiderpool", "4242",
 		"ADD", "c1", "/var/run/netns/x", "net1", "K8S_POD_NAMESPACE=a;K8S_POD_NAME=b", "/opt/cni/bin", "",
-		netnsOther, `{"cniVersion":"1.1.0","name":"n"}`}
+		NetNSOther, `{"cniVersion":"1.1.0","name":"n"}`}
 }
 
-func TestDecodeForwarded(t *testing.T) {
-	f, err := DecodeForwarded(frame(goodFields()...))
+func TestDecodeFrame(t *testing.T) {
+	f, err := DecodeFrame(frame(goodFields()...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Name != "spiderpool" || f.PID != 4242 || f.NetNS != netnsOther || string(f.Stdin) != `{"cniVersion":"1.1.0","name":"n"}` {
+	if f.Name != "spiderpool" || f.PID != 4242 || f.NetNS != NetNSOther || string(f.Stdin) != `{"cniVersion":"1.1.0","name":"n"}` {
 		t.Errorf("decoded %+v", f)
 	}
 	want := map[string]string{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c1", "CNI_NETNS": "/var/run/netns/x", "CNI_IFNAME": "net1",
@@ -42,13 +42,13 @@ func TestDecodeForwarded(t *testing.T) {
 	// A value may hold anything, the frame's own punctuation included.
 	fields := goodFields()
 	fields[6] = "a:1,b\x00,9:"
-	if f, err := DecodeForwarded(frame(fields...)); err != nil || f.Env["CNI_ARGS"] != fields[6] {
+	if f, err := DecodeFrame(frame(fields...)); err != nil || f.Env["CNI_ARGS"] != fields[6] {
 		t.Errorf("CNI_ARGS with separators: %+v, %v", f, err)
 	}
 }
 
-// TestDecodeForwardedRefuses: every malformed frame is an error, never a call.
-func TestDecodeForwardedRefuses(t *testing.T) {
+// TestDecodeFrameRefuses: every malformed frame is an error, never a call.
+func TestDecodeFrameRefuses(t *testing.T) {
 	with := func(i int, v string) []byte {
 		f := goodFields()
 		f[i] = v
@@ -75,30 +75,43 @@ func TestDecodeForwardedRefuses(t *testing.T) {
 		{"netns relation unknown", with(9, "mine"), "netns relation"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := DecodeForwarded(tt.frame)
+			f, err := DecodeFrame(tt.frame)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("DecodeForwarded = %+v, %v; want an error saying %q", f, err, tt.want)
+				t.Errorf("DecodeFrame = %+v, %v; want an error saying %q", f, err, tt.want)
 			}
 		})
 	}
 }
 
-// FuzzDecodeForwarded: whatever reaches ipamd's /v1/cni, decoding answers a call whose
+// FuzzDecodeFrame: whatever reaches ipamd's /v1/cni, decoding answers a call whose
 // fields re-encode to the same frame, or an error; it never panics.
-func FuzzDecodeForwarded(f *testing.F) {
+func FuzzDecodeFrame(f *testing.F) {
 	f.Add(frame(goodFields()...))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fw, err := DecodeForwarded(b)
+		fw, err := DecodeFrame(b)
 		if err != nil {
 			return
 		}
-		fields := []string{fw.Name, fmt.Sprint(fw.PID)}
-		for _, v := range cniEnv {
-			fields = append(fields, fw.Env[v.name])
-		}
-		fields = append(fields, fw.NetNS, string(fw.Stdin))
-		if again, err := DecodeForwarded(frame(fields...)); err != nil || fmt.Sprint(again) != fmt.Sprint(fw) {
+		if again, err := DecodeFrame(AppendFrame(nil, fw)); err != nil || fmt.Sprint(again) != fmt.Sprint(fw) {
 			t.Errorf("%q decodes to %+v, which re-encodes to %+v, %v", b, fw, again, err)
 		}
 	})
+}
+
+// AppendFrame writes the frame the decoder reads, field for field: the netstrings of
+// frame, which spells them out.
+func TestAppendFrame(t *testing.T) {
+	fields := goodFields()
+	f, err := DecodeFrame(frame(fields...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := AppendFrame(nil, f), frame(fields...); !bytes.Equal(got, want) {
+		t.Errorf("AppendFrame:\n%q\nwant\n%q", got, want)
+	}
+	req := FrameRequest(f)
+	head := fmt.Sprintf("POST /v1/cni HTTP/1.0\r\nHost: ipamd\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n", len(frame(fields...)))
+	if !bytes.Equal(req, append([]byte(head), frame(fields...)...)) {
+		t.Errorf("FrameRequest: %q", req)
+	}
 }
