@@ -171,7 +171,11 @@ func TestGCReleasesExactlyTheAttachmentsThatAreNotValid(t *testing.T) {
 	}
 
 	// nicpool's own GC verb, as a main plugin that forwards GC runs it. A runtime
-	// with no cached attachments leaves the decision entirely to the plugin.
+	// with no cached attachments leaves the decision entirely to the plugin, which
+	// releases an attachment that is not valid once its own pod is gone.
+	if err := suite.env.Client.Delete(context.Background(), pods["gc-b"].obj, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
 	fresh := libcni.NewCNIConfigWithCacheDir([]string{suite.binDir}, filepath.Join(suite.work, "gc-empty-cache"), nil)
 	err := suite.node.do(func() error {
 		return fresh.GCNetworkList(context.Background(), nw.ipamOnly(t), &libcni.GCArgs{ValidAttachments: []types.GCAttachment{attachment("gc-a"), attachment("gc-c")}})

@@ -150,7 +150,8 @@ func TestKilledMidAllocationRepairedByNextAddAndDel(t *testing.T) {
 	checkInvariants(t, false)
 }
 
-// CNI GC releases the attachments the runtime no longer has, and only those.
+// CNI GC releases the attachments the runtime no longer has whose pods are gone, and
+// only those.
 func TestGCReleasesInvalidAttachmentsOnly(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "gc")
@@ -164,6 +165,7 @@ func TestGCReleasesInvalidAttachmentsOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	deletePod(t, gone) // without a DEL
 	// The cache must show both endpoints before GC can judge them.
 	fixtures.Eventually(t, "both endpoints of namespace gc in the cache", func() bool {
 		r, _ := d.Service.GC(ctx, &api.GCRequest{Network: api.NetworkConfig{Name: "unrelated"}})
