@@ -35,7 +35,7 @@ FRONT_SRC    := cniplugin/front/nicpool.c
 FRONT_CC     := musl-gcc
 FRONT_CFLAGS := -static -no-pie -s -O2 -Wall -Wextra -Werror
 
-.PHONY: front-deps tools-runc all build local test e2e test-real bench bench-scale fuzz generate tools tools-node lint run up down clean help
+.PHONY: front-deps tools-runc all build local test e2e test-real test-spiderpool bench bench-scale fuzz generate tools tools-node lint run up down clean help
 
 all: build
 
@@ -100,7 +100,7 @@ fuzz: ## run every fuzz target for FUZZTIME (default 60s)
 	  for f in $$(grep -h '^func Fuzz' $$spec/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
 	    echo "== $$spec $$f"; $(GOTEST) -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-60s} $$spec; done; done
 
-LINT_MODULES := e2e/monitoring e2e/helm e2e/peers/whereabouts
+LINT_MODULES := e2e/monitoring e2e/helm e2e/peers/whereabouts e2e/peers/spiderpool
 lint: ## golangci-lint (built from hack/tools/lint on first use), go vet and gofmt
 	hack/tools/build.sh golangci-lint
 	$(GO) vet ./...
@@ -126,6 +126,21 @@ e2e: tools $(NODE_DEPS) ## the end-to-end Ginkgo suite on the local cluster (NOD
 
 test-real: ## the end-to-end suite on real kubelet nodes (make e2e NODE=kubelet; images for this machine's platform only)
 	$(MAKE) e2e NODE=kubelet
+
+# spiderpool's own end-to-end suites (spiderpool v1.2.2's test/e2e, its IPAM packages)
+# against the local cluster, held against e2e/peers/spiderpool/expected.yaml. Uses the
+# cluster `make up` left running, else brings one up and stops it afterwards.
+# SPIDERPOOL_SUITES, SPIDERPOOL_FOCUS and SPIDERPOOL_LABELS narrow a run; logs and
+# Ginkgo's reports go to SPIDERPOOL_E2E_DIR.
+SPIDERPOOL_E2E_DIR ?= $(CURDIR)/.local/spiderpool-e2e
+test-spiderpool: tools build local $(NODE_DEPS) ## spiderpool's own IPAM e2e suites on the local cluster; fails on any result e2e/peers/spiderpool/expected.yaml does not list
+	@if [ -e .local/pid ] && kill -0 "$$(cat .local/pid)" 2>/dev/null; then \
+	  echo "using the local cluster that is up (.local/kubeconfig)"; started=; \
+	else $(BIN)/nicpool-local up --node $(NODE); started=1; fi; \
+	trap '[ -z "$$started" ] || $(BIN)/nicpool-local down' EXIT; \
+	cd e2e/peers/spiderpool && $(GO) vet ./... && \
+	  NICPOOL_KUBECONFIG=$(CURDIR)/.local/kubeconfig SPIDERPOOL_E2E_DIR=$(SPIDERPOOL_E2E_DIR) \
+	  $(GOTEST) -count=1 -v -timeout 240m .
 
 clean: ## remove built binaries and local state
 	rm -rf $(BIN) .local dist

@@ -70,6 +70,11 @@ type Stack struct {
 	footprint footprint
 }
 
+// standInControllers run beside cluster.Controllers on the stand-in nodes: DaemonSets,
+// whose pods the stand-ins serve as any other (spiderpool's own e2e suites create
+// DaemonSets: e2e/peers/spiderpool).
+var standInControllers = []string{"daemonset-controller"}
+
 // Up starts everything. On error, what was started is stopped again.
 func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 	if opts.Nodes == 0 {
@@ -106,7 +111,7 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 		return s, err
 	}
 	s.progress("control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler from %s", testenv.BinDir())
-	if s.Cluster, err = cluster.Start(ctx, cluster.Options{Dir: filepath.Join(s.Dir, "cluster"), Kubeconfig: opts.Kubeconfig}); err != nil {
+	if s.Cluster, err = cluster.Start(ctx, cluster.Options{Dir: filepath.Join(s.Dir, "cluster"), Kubeconfig: opts.Kubeconfig, ExtraControllers: standInControllers}); err != nil {
 		return s, err
 	}
 	s.progress("nicpool: building the plugin, ipamd and webhook; starting the webhook with self-managed certificates")

@@ -1,0 +1,255 @@
+package spiderpool
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The harness's environment (make test-spiderpool sets the first):
+//
+//	NICPOOL_KUBECONFIG   the local stack's admin kubeconfig (.local/kubeconfig)
+//	SPIDERPOOL_E2E_DIR   where the suites' logs and JSON reports go (default: a
+//	                     temporary directory, removed afterwards)
+//	SPIDERPOOL_SUITES    a space-separated subset of Suites
+//	SPIDERPOOL_FOCUS     a Ginkgo focus (regular expression over the specs' texts)
+//	SPIDERPOOL_LABELS    a Ginkgo label filter (spiderpool's case IDs, e.g. D00014)
+//
+// A run with a subset, a focus or a label filter checks the specs it ran only.
+
+// suiteTimeout bounds one suite's run (Ginkgo's own --timeout, so that it still
+// writes its report); its specs wait at most a few minutes each.
+const suiteTimeout = 40 * time.Minute
+
+// TestSpiderpoolE2E creates spiderpool's fixtures on the stack, compiles spiderpool's
+// suites from its module, runs each against the stack and fails unless every spec
+// passes or does what expected.yaml says, for the reason it gives.
+func TestSpiderpoolE2E(t *testing.T) {
+	kubeconfig := os.Getenv("NICPOOL_KUBECONFIG")
+	if kubeconfig == "" {
+		t.Fatal("NICPOOL_KUBECONFIG is not set: `make test-spiderpool` brings the local stack up and sets it (or `make up`, then NICPOOL_KUBECONFIG=$PWD/.local/kubeconfig)")
+	}
+	kubeconfig, err := filepath.Abs(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := ReadExpectations("expected.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	suites, complete, err := selectedSuites(os.Getenv("SPIDERPOOL_SUITES"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	focus, labels := os.Getenv("SPIDERPOOL_FOCUS"), os.Getenv("SPIDERPOOL_LABELS")
+	complete = complete && focus == "" && labels == ""
+	dir := os.Getenv("SPIDERPOOL_E2E_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	} else if dir, err = filepath.Abs(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := context.Background()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applyFixtures(ctx, c, "fixtures.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	nodes := &corev1.NodeList{}
+	if err := c.List(ctx, nodes); err != nil {
+		t.Fatal(err)
+	}
+	var nodeNames []string
+	for _, n := range nodes.Items {
+		nodeNames = append(nodeNames, n.Name)
+	}
+
+	start := time.Now()
+	bins, err := build(ctx, dir, suites)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("compiled %d suites of spiderpool in %s", len(suites), time.Since(start).Round(time.Second))
+
+	env := append(os.Environ(), frameworkEnv(kubeconfig, nodeNames)...)
+	var results []Result
+	for _, suite := range suites {
+		start := time.Now()
+		res, err := runSuite(ctx, suite, bins[suite], dir, env, focus, labels)
+		if err != nil {
+			t.Errorf("suite %s: %v", suite, err)
+			continue
+		}
+		results = append(results, res...)
+		passed := 0
+		for _, r := range res {
+			if r.Outcome == Passed {
+				passed++
+			}
+		}
+		t.Logf("suite %s: %d specs, %d passed, in %s (log: %s)", suite, len(res), passed, time.Since(start).Round(time.Second), filepath.Join(dir, suite+".log"))
+	}
+	v := Compare(exp, results, complete && !t.Failed())
+	var out bytes.Buffer
+	v.Print(&out, exp)
+	t.Log("\n" + out.String())
+	if !v.OK() {
+		t.Error("the run differs from expected.yaml (above)")
+	}
+}
+
+// selectedSuites reads SPIDERPOOL_SUITES; complete says it selects every suite.
+func selectedSuites(list string) ([]string, bool, error) {
+	if strings.TrimSpace(list) == "" {
+		return Suites, true, nil
+	}
+	var out []string
+	for _, s := range strings.Fields(list) {
+		if !IsSuite(s) {
+			return nil, false, fmt.Errorf("SPIDERPOOL_SUITES: %q is not one of %s", s, strings.Join(Suites, " "))
+		}
+		out = append(out, s)
+	}
+	return out, len(out) == len(Suites), nil
+}
+
+// frameworkEnv is the environment spiderpool's e2e framework and common package read
+// (e2eframework's framework.go, spiderpool's test/Makefile e2e_test target and
+// test/e2e/common/mode.go), describing the local stack: dual stack, Multus with
+// spiderpool's network names in kube-system, spiderpool's IPAM (nicpool serves its
+// API), no SpiderSubnet, no overlay CNI, no DRA, no IaaS provider.
+func frameworkEnv(kubeconfig string, nodes []string) []string {
+	return []string{
+		"E2E_CLUSTER_NAME=nicpool-local",
+		"E2E_KUBECONFIG_PATH=" + kubeconfig,
+		"E2E_IPV4_ENABLED=true",
+		"E2E_IPV6_ENABLED=true",
+		"E2E_MULTUS_CNI_ENABLED=true",
+		"E2E_SPIDERPOOL_IPAM_ENABLED=true",
+		"E2E_WHEREABOUT_IPAM_ENABLED=false",
+		// spiderpool's Makefile passes its kind nodes' container names; the specs
+		// count nodes with it (and `docker exec` into them, which no node here has).
+		"E2E_KIND_CLUSTER_NODE_LIST=" + strings.Join(nodes, ","),
+		"E2E_Multus_DefaultCni=macvlan-vlan0",
+		"E2E_Multus_AdditionalCni=macvlan-vlan100",
+		"E2E_SPIDERSUBNET_ENABLED=false",
+		"E2E_SPIDERPOOL_ENABLE_SUBNET=false",
+		"RELEASE_NAMESPACE=kube-system",
+		"INSTALL_OVERLAY_CNI=false",
+		"INSTALL_CALICO=false",
+		"INSTALL_CILIUM=false",
+		"E2E_SPIDERPOOL_ENABLE_DRA=false",
+		"E2E_IAAS_NETWORK_PROVIDER_ENABLED=false",
+	}
+}
+
+// applyFixtures creates or updates the objects of a multi-document YAML file
+// (server-side apply).
+func applyFixtures(ctx context.Context, c client.Client, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner("spiderpool-e2e"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("apply %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+		}
+	}
+}
+
+// build compiles the suites' test binaries from spiderpool's module into dir.
+func build(ctx context.Context, dir string, suites []string) (map[string]string, error) {
+	binDir := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return nil, err
+	}
+	args := []string{"test", "-c", "-o", binDir + string(filepath.Separator)}
+	bins := map[string]string{}
+	for _, s := range suites {
+		args = append(args, SuitePackage(s))
+		bins[s] = filepath.Join(binDir, s+".test")
+	}
+	cmd := exec.CommandContext(ctx, goTool(), args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return bins, nil
+}
+
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+}
+
+// runSuite runs one suite's binary and reads its report. The binary's exit status
+// is not looked at: the report says which specs failed.
+func runSuite(ctx context.Context, suite, bin, dir string, env []string, focus, labels string) ([]Result, error) {
+	report := filepath.Join(dir, suite+".json")
+	_ = os.Remove(report)
+	log, err := os.Create(filepath.Join(dir, suite+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	args := []string{
+		"-test.timeout=0",
+		"--ginkgo.json-report=" + report,
+		"--ginkgo.timeout=" + suiteTimeout.String(),
+		"--ginkgo.v",
+		"--ginkgo.no-color",
+	}
+	if focus != "" {
+		args = append(args, "--ginkgo.focus="+focus)
+	}
+	if labels != "" {
+		args = append(args, "--ginkgo.label-filter="+labels)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = log, log
+	runErr := cmd.Run()
+	res, err := ReadReport(suite, report)
+	if err != nil {
+		return nil, fmt.Errorf("no report (%v): %w; see %s", runErr, err, log.Name())
+	}
+	return res, nil
+}
