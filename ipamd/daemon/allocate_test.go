@@ -267,14 +267,15 @@ func TestExhaustionOnOneInterfaceLeavesOtherPoolsUntouched(t *testing.T) {
 			t.Errorf("pool %s holds %d addresses after the failed ADD, had %d", n, got, want)
 		}
 	}
-	// The failure is told on the pod, where its owner looks.
+	// The failure is told on the pod, where its owner looks, in spiderpool's words
+	// first (what spiderpool's users and its e2e suite match), then nicpool's.
 	fixtures.Eventually(t, "an AllocationFailed event on pod exh/app", func(ctx context.Context) (bool, error) {
 		var events corev1.EventList
 		if err := env.Client.List(ctx, &events, client.InNamespace("exh")); err != nil {
 			return false, err
 		}
 		for _, e := range events.Items {
-			if e.InvolvedObject.Name == "app" && e.Reason == "AllocationFailed" && strings.Contains(e.Message, "exh-net1-v6") {
+			if e.InvolvedObject.Name == "app" && e.Reason == "AllocationFailed" && strings.HasPrefix(e.Message, "spiderpool IP allocation error: interface net1: ") && strings.Contains(e.Message, "exh-net1-v6") {
 				return true, nil
 			}
 		}

@@ -275,11 +275,16 @@ func (s *Service) statefulSetWillReturn(ctx context.Context, namespace, podName 
 	return workload.WillReturn(sts, podName)
 }
 
+// allocationError begins the note of every Event of a failed ADD: spiderpool's agent
+// words its failures so (its CNI plugin's ErrPostIPAM), and what spiderpool's users
+// match on, its own e2e suite among them, keeps matching; nicpool's reason follows.
+const allocationError = "spiderpool IP allocation error: "
+
 func (s *Service) event(obj runtime.Object, reason, note string) {
 	if s.Events == nil || obj == nil {
 		return
 	}
-	s.Events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Allocate", "%s", note)
+	s.Events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Allocate", "%s%s", allocationError, note)
 }
 
 // errEndpointMoved says the endpoint changed under us (conflict, deleted, replaced):
