@@ -37,6 +37,9 @@ const (
 	Passed  Outcome = "passed"
 	Failed  Outcome = "failed"
 	Skipped Outcome = "skipped"
+	// Excluded specs are not run at all (Ginkgo's --skip): they would hang the suite
+	// on the local stack.
+	Excluded Outcome = "excluded"
 )
 
 // Expectation is one spec that is expected not to pass.
@@ -48,7 +51,8 @@ type Expectation struct {
 	Spec string `json:"spec"`
 	// Labels are the spec's Ginkgo labels (spiderpool's case IDs), for people.
 	Labels []string `json:"labels,omitempty"`
-	// Outcome is failed or skipped (spiderpool's own Skip).
+	// Outcome is failed, skipped (spiderpool's own Skip) or excluded (not run: the
+	// spec would hang its suite).
 	Outcome Outcome `json:"outcome"`
 	// Reason is a key of Expectations.Reasons.
 	Reason string `json:"reason"`
@@ -89,8 +93,8 @@ func (e *Expectations) Validate() error {
 		if x.Suite == "" || x.Spec == "" {
 			errs = append(errs, fmt.Errorf("%s: suite and spec are required", where))
 		}
-		if x.Outcome != Failed && x.Outcome != Skipped {
-			errs = append(errs, fmt.Errorf("%s: outcome %q: must be failed or skipped", where, x.Outcome))
+		if x.Outcome != Failed && x.Outcome != Skipped && x.Outcome != Excluded {
+			errs = append(errs, fmt.Errorf("%s: outcome %q: must be failed, skipped or excluded", where, x.Outcome))
 		}
 		if _, ok := e.Reasons[x.Reason]; !ok {
 			errs = append(errs, fmt.Errorf("%s: reason %q is not one of reasons", where, x.Reason))
@@ -139,6 +143,11 @@ func ReadReport(suite, path string) ([]Result, error) {
 	}
 	var out []Result
 	for _, r := range reports {
+		if len(r.SpecialSuiteFailureReasons) > 0 {
+			// Interrupted or timed out: the specs it did not reach are not in the
+			// report, and must not pass for not run.
+			out = append(out, Result{Suite: suite, Spec: "[suite]", Outcome: Failed, Message: strings.Join(r.SpecialSuiteFailureReasons, "; ")})
+		}
 		for _, s := range r.SpecReports {
 			switch {
 			case s.LeafNodeType == types.NodeTypeIt:
@@ -166,12 +175,23 @@ func result(suite, spec string, s types.SpecReport) Result {
 		r.Outcome = Failed
 	}
 	if s.State.Is(types.SpecStateFailureStates) {
-		r.Location = s.Failure.Location.String()
+		r.Location = moduleRelative(s.Failure.Location.String())
 		if s.Failure.FailureNodeType != types.NodeTypeIt && s.Failure.FailureNodeType != types.NodeTypeInvalid {
 			r.Message = fmt.Sprintf("[%s] %s", s.Failure.FailureNodeType, r.Message)
 		}
 	}
 	return r
+}
+
+// Excluded are the full texts of the suite's specs the list excludes from running.
+func (e *Expectations) Excluded(suite string) []string {
+	var out []string
+	for _, x := range e.Specs {
+		if x.Suite == suite && x.Outcome == Excluded {
+			out = append(out, x.Spec)
+		}
+	}
+	return out
 }
 
 // Match is a result and the entry that lists it.
@@ -226,7 +246,7 @@ func Compare(e *Expectations, results []Result, complete bool) Verdict {
 	}
 	if complete {
 		for _, x := range e.Specs {
-			if !seen[key(x.Suite, x.Spec)] {
+			if x.Outcome != Excluded && !seen[key(x.Suite, x.Spec)] {
 				v.NotRun = append(v.NotRun, x)
 			}
 		}
@@ -290,6 +310,15 @@ func (v Verdict) Print(w io.Writer, e *Expectations) {
 		lines = append(lines, fmt.Sprintf("%s %q (%s)", x.Suite, x.Spec, x.Reason))
 	}
 	section("listed in expected.yaml, but not run (renamed or removed upstream?)", lines)
+}
+
+// moduleRelative shortens a location in the module cache to the file of spiderpool's
+// (or its framework's) module it is in.
+func moduleRelative(loc string) string {
+	if i := strings.Index(loc, "github.com/spidernet-io/"); i >= 0 {
+		return loc[i:]
+	}
+	return loc
 }
 
 func key(suite, spec string) string { return suite + "\x00" + spec }

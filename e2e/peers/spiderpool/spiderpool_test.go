@@ -9,7 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +31,7 @@ import (
 //	SPIDERPOOL_SUITES    a space-separated subset of Suites
 //	SPIDERPOOL_FOCUS     a Ginkgo focus (regular expression over the specs' texts)
 //	SPIDERPOOL_LABELS    a Ginkgo label filter (spiderpool's case IDs, e.g. D00014)
+//	SPIDERPOOL_PARALLEL  how many suites run at once (default 3)
 //
 // A run with a subset, a focus or a label filter checks the specs it ran only.
 
@@ -96,23 +100,44 @@ func TestSpiderpoolE2E(t *testing.T) {
 	t.Logf("compiled %d suites of spiderpool in %s", len(suites), time.Since(start).Round(time.Second))
 
 	env := append(os.Environ(), frameworkEnv(kubeconfig, nodeNames)...)
-	var results []Result
-	for _, suite := range suites {
-		start := time.Now()
-		res, err := runSuite(ctx, suite, bins[suite], dir, env, focus, labels)
-		if err != nil {
-			t.Errorf("suite %s: %v", suite, err)
-			continue
-		}
-		results = append(results, res...)
-		passed := 0
-		for _, r := range res {
-			if r.Outcome == Passed {
-				passed++
-			}
-		}
-		t.Logf("suite %s: %d specs, %d passed, in %s (log: %s)", suite, len(res), passed, time.Since(start).Round(time.Second), filepath.Join(dir, suite+".log"))
+	parallel, err := parallelism(os.Getenv("SPIDERPOOL_PARALLEL"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	// The suites run side by side, each in a process of its own and namespaces of
+	// its own (spiderpool runs its suites with several Ginkgo processes too); most of
+	// a suite's time is waiting for what a spec expects not to happen.
+	var (
+		mu      sync.Mutex
+		results []Result
+		wg      sync.WaitGroup
+		slots   = make(chan struct{}, parallel)
+	)
+	for _, suite := range suites {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			start := time.Now()
+			res, err := runSuite(ctx, suite, bins[suite], dir, env, focus, labels, exp.Excluded(suite))
+			if err != nil {
+				t.Errorf("suite %s: %v", suite, err)
+				return
+			}
+			passed := 0
+			for _, r := range res {
+				if r.Outcome == Passed {
+					passed++
+				}
+			}
+			t.Logf("suite %s: %d specs, %d passed, in %s (log: %s)", suite, len(res), passed, time.Since(start).Round(time.Second), filepath.Join(dir, suite+".log"))
+			mu.Lock()
+			results = append(results, res...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
 	v := Compare(exp, results, complete && !t.Failed())
 	var out bytes.Buffer
 	v.Print(&out, exp)
@@ -135,6 +160,18 @@ func selectedSuites(list string) ([]string, bool, error) {
 		out = append(out, s)
 	}
 	return out, len(out) == len(Suites), nil
+}
+
+// parallelism reads SPIDERPOOL_PARALLEL: how many suites run at once (default 3).
+func parallelism(v string) (int, error) {
+	if v == "" {
+		return 3, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("SPIDERPOOL_PARALLEL=%q: want a number of suites, at least 1", v)
+	}
+	return n, nil
 }
 
 // frameworkEnv is the environment spiderpool's e2e framework and common package read
@@ -221,7 +258,7 @@ func goTool() string {
 
 // runSuite runs one suite's binary and reads its report. The binary's exit status
 // is not looked at: the report says which specs failed.
-func runSuite(ctx context.Context, suite, bin, dir string, env []string, focus, labels string) ([]Result, error) {
+func runSuite(ctx context.Context, suite, bin, dir string, env []string, focus, labels string, excluded []string) ([]Result, error) {
 	report := filepath.Join(dir, suite+".json")
 	_ = os.Remove(report)
 	log, err := os.Create(filepath.Join(dir, suite+".log"))
@@ -241,6 +278,15 @@ func runSuite(ctx context.Context, suite, bin, dir string, env []string, focus, 
 	}
 	if labels != "" {
 		args = append(args, "--ginkgo.label-filter="+labels)
+	}
+	if len(excluded) > 0 {
+		// Ginkgo matches --skip against the suite's description, a space and the
+		// spec's full text.
+		quoted := make([]string, len(excluded))
+		for i, spec := range excluded {
+			quoted[i] = " " + regexp.QuoteMeta(spec) + "$"
+		}
+		args = append(args, "--ginkgo.skip="+strings.Join(quoted, "|"))
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = env
