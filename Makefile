@@ -137,7 +137,7 @@ test-spiderpool: tools build local $(NODE_DEPS) ## spiderpool's own IPAM e2e sui
 	@if [ -e .local/pid ] && kill -0 "$$(cat .local/pid)" 2>/dev/null; then \
 	  echo "using the local cluster that is up (.local/kubeconfig)"; started=; \
 	else $(BIN)/nicpool-local up --node $(NODE); started=1; fi; \
-	trap '[ -z "$$started" ] || $(BIN)/nicpool-local down' EXIT; \
+	trap '[ -z "$$started" ] || (cd $(CURDIR) && $(BIN)/nicpool-local down)' EXIT; \
 	cd e2e/peers/spiderpool && $(GO) vet ./... && \
 	  NICPOOL_KUBECONFIG=$(CURDIR)/.local/kubeconfig SPIDERPOOL_E2E_DIR=$(SPIDERPOOL_E2E_DIR) \
 	  $(GOTEST) -count=1 -v -timeout 240m .
