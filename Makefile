@@ -20,10 +20,18 @@ run up e2e: IMAGE_PLATFORMS = $(HOST_PLATFORM)
 # these three) and the kubectl plugin. The local cluster's command, nicpool-local, is
 # built by the targets that run it.
 CMDS := nicpool-cni nicpool-ipamd nicpool-webhook kubectl-nicpool
+# One version for every binary, image and the chart: git describe's (v0.1.0, or
+# v0.1.0-3-gabcdef0-dirty between releases; the commit alone before the first tag),
+# or VERSION=... on the command line. The linker stamps it and the commit into
+# package version (`--version`, nicpool_build_info, `kubectl nicpool version`).
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+VERSION_PKG := github.com/nicpool/nicpool/version
+GO_LDFLAGS  := -s -w -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)
 # How they are built: static, as build/*.Dockerfile builds them, because the images
 # carry these very binaries and have no libc (manifests/dockerfile_test.go checks both
-# lines agree).
-GO_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w"
+# lines agree; e2e/binaries builds the tests' binaries with the same flags).
+GO_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags="$(GO_LDFLAGS)"
 # The CNI plugin's front, bin/nicpool: one C file the runtime execs for every CNI call,
 # which execs bin/nicpool-cni beside it for what ipamd does not serve. Static against
 # musl and not position independent (a plain static executable: no dynamic loader, no
@@ -83,6 +91,8 @@ test: tools tools-runc build ## everything CI runs: vet, unit and integration te
 	cd e2e/monitoring && $(GO) vet ./... && $(GOTEST) -count=1 -timeout 30m ./...
 	@# The Helm chart with the Helm SDK: same objects as kustomize, install/upgrade/uninstall.
 	cd e2e/helm && $(GO) vet ./... && $(GOTEST) -count=1 -timeout 20m ./...
+	@# make release on a clean clone of HEAD, and the folder it writes.
+	cd hack/release && $(GO) vet ./... && $(GOTEST) -count=1 -timeout 40m ./...
 
 bench: tools build ## benchmarks (limit test, admission, memory, the scale scenarios); prints figures, asserts nothing timed
 	$(GOTEST) -v -run '^$$' -bench . -benchmem -benchtime 1x -timeout 60m $$($(GO) list ./... | grep -v '/e2e/scale$$')
@@ -100,7 +110,7 @@ fuzz: ## run every fuzz target for FUZZTIME (default 60s)
 	  for f in $$(grep -h '^func Fuzz' $$spec/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
 	    echo "== $$spec $$f"; $(GOTEST) -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-60s} $$spec; done; done
 
-LINT_MODULES := e2e/monitoring e2e/helm e2e/peers/whereabouts e2e/peers/spiderpool
+LINT_MODULES := e2e/monitoring e2e/helm e2e/peers/whereabouts e2e/peers/spiderpool hack/release
 lint: ## golangci-lint (built from hack/tools/lint on first use), go vet and gofmt
 	hack/tools/build.sh golangci-lint
 	$(GO) vet ./...
@@ -150,8 +160,11 @@ clean: ## remove built binaries and local state
 # every IMAGE_PLATFORMS entry (os/arch); plus the pause image of local nodes.
 # `make docker-images` builds the same layout from build/<image>.Dockerfile with Docker.
 DOCKER          ?= docker
-IMAGE_REPO      ?= nicpool
-IMAGE_TAG       ?= dev
+# The images are named as the manifests and the chart name them by default
+# (ghcr.io/nicpool/<image>:<the chart's appVersion>), so the local clusters, which
+# import them, run what they build without a registry.
+IMAGE_REPO      ?= ghcr.io/nicpool
+IMAGE_TAG       ?= $(shell sed -n 's/^appVersion: //p' charts/nicpool/Chart.yaml)
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 IMAGES          := nicpool nicpool-ipamd nicpool-webhook
 # The Go commands the images carry (the nicpool image carries nicpool-cni and the front).
@@ -206,7 +219,23 @@ image-import: build local
 
 docker-images: ## build the same images with Docker (BuildKit) from build/<image>.Dockerfile (IMAGE_REPO, IMAGE_TAG)
 	@for c in $(IMAGES); do echo "== $(IMAGE_REPO)/$$c:$(IMAGE_TAG)"; \
-	  DOCKER_BUILDKIT=1 $(DOCKER) build -f build/$$c.Dockerfile -t $(IMAGE_REPO)/$$c:$(IMAGE_TAG) . ; done
+	  DOCKER_BUILDKIT=1 $(DOCKER) build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -f build/$$c.Dockerfile -t $(IMAGE_REPO)/$$c:$(IMAGE_TAG) . ; done
+
+# release VERSION=vX.Y.Z: everything a release publishes, into dist/release/VERSION
+# (hack/release says what): the images for IMAGE_PLATFORMS named as published, the
+# kubectl plugin for every platform krew serves, the chart, the install YAML, SBOMs
+# and checksums. The release workflow (.github/workflows/release.yml) runs it, then
+# pushes and signs.
+RELEASE_DIR       ?= dist/release/$(VERSION)
+PLUGIN_PLATFORMS  := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+.PHONY: release
+release: ## everything a release publishes into dist/release/VERSION (VERSION=vX.Y.Z; needs the front's C cross compilers for IMAGE_PLATFORMS)
+	@[[ "$(VERSION)" =~ ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$$ ]] || { echo "make release: VERSION=$(VERSION) is not vMAJOR.MINOR.PATCH[-PRE]: make release VERSION=v0.1.0"; exit 2; }
+	$(MAKE) images VERSION=$(VERSION) IMAGE_REPO=ghcr.io/nicpool IMAGE_TAG=$(VERSION)
+	@for p in $(PLUGIN_PLATFORMS); do ext=; [ "$${p%%/*}" = windows ] && ext=.exe; \
+	  echo "kubectl-nicpool $$p"; \
+	  GOOS=$${p%%/*} GOARCH=$${p#*/} $(GO_BUILD) -o $(BIN)/$${p//\//_}/kubectl-nicpool$$ext ./cmd/kubectl-nicpool; done
+	cd hack/release && $(GO) run . -root $(CURDIR) -version $(VERSION) -images $(CURDIR)/dist/images -bin $(BIN) -out $(abspath $(RELEASE_DIR))
 
 manifests: ## regenerate manifests/base's CRDs, webhook configurations and admission policies from crds/yaml and webhook/admission/configs, and the Helm chart charts/nicpool from the kustomizations
 	$(GO) run ./hack/manifests

@@ -21,9 +21,10 @@ var layers = []struct {
 	because string
 }{
 	{"crds", []string{"crds"}, "the API types and the annotation contract are shared by every component"},
-	{"ipamd", []string{"crds", "ipamd", "cniplugin"}, "the node daemon must not link the admission webhook or the cluster controllers (it runs the CNI plugin's code for the plugin's front)"},
-	{"cniplugin", []string{"cniplugin", "ipamd/api"}, "the CNI plugin talks to ipamd through its socket API only"},
-	{"cmd/nicpool-cni", []string{"cniplugin", "ipamd/api"}, "the CNI plugin talks to ipamd through its socket API only"},
+	{"version", []string{"version"}, "every binary reports its build, so the version depends on no component"},
+	{"ipamd", []string{"crds", "ipamd", "cniplugin", "version"}, "the node daemon must not link the admission webhook or the cluster controllers (it runs the CNI plugin's code for the plugin's front)"},
+	{"cniplugin", []string{"cniplugin", "ipamd/api", "version"}, "the CNI plugin talks to ipamd through its socket API only"},
+	{"cmd/nicpool-cni", []string{"cniplugin", "ipamd/api", "version"}, "the CNI plugin talks to ipamd through its socket API only"},
 }
 
 // testEnvironment is what only tests, the end-to-end stacks and the local-cluster

@@ -9,12 +9,15 @@
 ARG GO_VERSION=1.26
 
 FROM golang:${GO_VERSION} AS build
+# The version the binary reports (make docker-images passes the Makefile's).
+ARG VERSION=dev
+ARG REVISION=unknown
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/nicpool-cni ./cmd/nicpool-cni
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/nicpool/nicpool/version.version=${VERSION} -X github.com/nicpool/nicpool/version.revision=${REVISION}" -o /out/nicpool-cni ./cmd/nicpool-cni
 
 # The front, static against musl (the golang image is Debian with gcc; musl-tools adds
 # musl-gcc), built for the platform of the image as the build stage is.
@@ -29,5 +32,6 @@ COPY --from=build /out/nicpool-cni /opt/nicpool/nicpool-cni
 COPY --from=front /out/nicpool /opt/nicpool/nicpool
 LABEL org.opencontainers.image.title="nicpool" \
       org.opencontainers.image.description="nicpool CNI IPAM plugin, the Go plugin nicpool-cni and its front nicpool; the ipamd DaemonSet's init container installs both into the node's CNI bin directory" \
-      org.opencontainers.image.source="https://github.com/nicpool/nicpool"
+      org.opencontainers.image.source="https://github.com/nicpool/nicpool" \
+      org.opencontainers.image.licenses="Apache-2.0"
 ENTRYPOINT ["/opt/nicpool/nicpool-cni"]

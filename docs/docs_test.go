@@ -133,16 +133,22 @@ func TestEveryCommandIsRun(t *testing.T) {
 					}
 				case docs.Helm:
 					// e2e/helm runs these with the Helm SDK on a real API server.
-					if len(f) == 3 && f[0] == "helm" && f[1] == "uninstall" && f[2] == "nicpool" {
+					// Every command names the release's namespace (-n NS); install may
+					// create it and take over existing CRDs.
+					if len(f) == 5 && f[0] == "helm" && (f[1] == "uninstall" || f[1] == "rollback") && f[2] == "nicpool" && f[3] == "-n" {
 						continue
 					}
-					if len(f) < 4 || f[0] != "helm" || (f[1] != "install" && f[1] != "upgrade") || f[2] != "nicpool" || filepath.Clean(f[3]) != manifests.ChartDir {
-						t.Errorf("%s: %q: a helm block holds `helm install|upgrade nicpool %s [--set key=value]...` or `helm uninstall nicpool`, which e2e/helm runs", where, c.Line, manifests.ChartDir)
+					if len(f) < 6 || f[0] != "helm" || (f[1] != "install" && f[1] != "upgrade") || f[2] != "nicpool" || filepath.Clean(f[3]) != manifests.ChartDir || f[4] != "-n" {
+						t.Errorf("%s: %q: a helm block holds `helm install|upgrade nicpool %s -n NAMESPACE [--create-namespace] [--take-ownership] [--set key=value]...`, `helm rollback nicpool -n NAMESPACE` or `helm uninstall nicpool -n NAMESPACE`, which e2e/helm runs", where, c.Line, manifests.ChartDir)
 						continue
 					}
-					for i := 4; i < len(f); i += 2 {
+					for i := 6; i < len(f); i += 2 {
+						if f[1] == "install" && (f[i] == "--create-namespace" || f[i] == "--take-ownership") {
+							i--
+							continue
+						}
 						if f[i] != "--set" || i+1 == len(f) {
-							t.Errorf("%s: %q: only --set key=value options are run by e2e/helm", where, c.Line)
+							t.Errorf("%s: %q: only --set key=value options (and install's --create-namespace and --take-ownership) are run by e2e/helm", where, c.Line)
 							break
 						}
 						k, _, _ := strings.Cut(f[i+1], "=")
@@ -567,7 +573,7 @@ func TestCNIKeyReference(t *testing.T) {
 func TestMetricsReference(t *testing.T) {
 	const name = "docs/metrics.md"
 	documented := backticked(t, name)
-	metrics := goStrings(t, regexp.MustCompile(`^nicpool_[a-z_]+$`), "ipamd", "webhook", "certs", "cniplugin")
+	metrics := goStrings(t, regexp.MustCompile(`^nicpool_[a-z_]+$`), "ipamd", "webhook", "certs", "cniplugin", "version")
 	if len(metrics) < 10 {
 		t.Fatalf("found only %v", metrics)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/hack/images"
+	"github.com/nicpool/nicpool/manifests"
 )
 
 // dockerfile is what the final stage of a build/*.Dockerfile makes: the parts of an
@@ -240,8 +241,9 @@ func TestImagesWithoutDockerMatchTheDockerfiles(t *testing.T) {
 	}
 	binDir := staticBinaries(t, platforms, bins)
 	out := t.TempDir()
+	// As `make images` names them: the registry and the chart's appVersion.
 	built, err := images.Build(images.Options{
-		BinDir: binDir, OutDir: out, Names: names,
+		BinDir: binDir, OutDir: out, Names: names, Repo: "ghcr.io/nicpool", Tag: manifests.AppVersion,
 		Platforms: []string{host.String(), other.String()},
 		Created:   time.Unix(1700000000, 0),
 	})
@@ -263,7 +265,11 @@ func TestImagesWithoutDockerMatchTheDockerfiles(t *testing.T) {
 	}
 	want := map[string]string{}
 	for _, i := range kust.Images {
-		want[i.Name] = "docker.io/" + i.NewName + ":" + i.NewTag
+		n, err := images.ContainerdName(i.NewName + ":" + i.NewTag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i.Name] = n
 	}
 
 	dockerfiles, _ := filepath.Glob(filepath.Join(testenv.RepoRoot(), "build", "*.Dockerfile"))
@@ -364,7 +370,21 @@ func TestDockerfilesBuildAsTheMakefile(t *testing.T) {
 	if m == nil {
 		t.Fatal("the Makefile has no static GO_BUILD line (GO_BUILD := CGO_ENABLED=0 $(GO) build ...)")
 	}
-	makeFlags := string(m[1])
+	// The linker flags, with the Makefile's variables as the Dockerfiles' build
+	// arguments: the same version package, stamped from the same two values.
+	ld := regexp.MustCompile(`(?m)^GO_LDFLAGS\s*:=\s*(.*?)\s*$`).FindSubmatch(mk)
+	pkg := regexp.MustCompile(`(?m)^VERSION_PKG\s*:=\s*(\S+)\s*$`).FindSubmatch(mk)
+	if ld == nil || pkg == nil {
+		t.Fatal("the Makefile has no GO_LDFLAGS and VERSION_PKG lines")
+	}
+	if string(pkg[1]) != binaries.VersionPackage {
+		t.Errorf("the Makefile stamps the version into %s, e2e/binaries into %s", pkg[1], binaries.VersionPackage)
+	}
+	ldflags := strings.NewReplacer("$(VERSION_PKG)", string(pkg[1]), "$(VERSION)", "${VERSION}", "$(REVISION)", "${REVISION}").Replace(string(ld[1]))
+	makeFlags := strings.Replace(string(m[1]), "$(GO_LDFLAGS)", ldflags, 1)
+	if strings.Contains(makeFlags, "$(") {
+		t.Fatalf("the Makefile's GO_BUILD flags %s use a variable this test does not know", makeFlags)
+	}
 	for _, im := range images.Product {
 		df := parseDockerfile(t, filepath.Join(testenv.RepoRoot(), "build", im.Name+".Dockerfile"))
 		want := "CGO_ENABLED=0 go build " + makeFlags + " -o /out/" + im.Binary + " ./cmd/" + im.Binary

@@ -126,7 +126,7 @@ func Write(root string) ([]string, error) {
 		return nil, fmt.Errorf("chart: %w", err)
 	}
 	// Files of an earlier chart that the manifests no longer produce go.
-	for _, sub := range []string{"templates", "crds"} {
+	for _, sub := range []string{"templates", "crds", filepath.Join(CRDChartDir, "templates")} {
 		old, _ := filepath.Glob(filepath.Join(root, ChartDir, sub, "*.yaml"))
 		for _, f := range old {
 			rel, _ := filepath.Rel(filepath.Join(root, ChartDir), f)

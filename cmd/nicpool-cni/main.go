@@ -9,15 +9,21 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/cniplugin/install"
+	"github.com/nicpool/nicpool/version"
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println(version.Line("nicpool-cni"))
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "install" {
 		os.Exit(install.Main(os.Args[2:], os.Stderr))
 	}
-	cniplugin.Main(cniplugin.PluginFuncs(), cniplugin.SupportedVersions, "nicpool CNI IPAM plugin (forwards to ipamd; see https://github.com/nicpool/nicpool)")
+	cniplugin.Main(cniplugin.PluginFuncs(), cniplugin.SupportedVersions, "nicpool CNI IPAM plugin "+version.Get().Version+" (forwards to ipamd; see https://github.com/nicpool/nicpool)")
 }

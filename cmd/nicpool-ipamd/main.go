@@ -24,6 +24,8 @@ import (
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/daemon"
+	"github.com/nicpool/nicpool/version"
+	buildinfo "github.com/nicpool/nicpool/version/metric"
 )
 
 func main() {
@@ -44,7 +46,12 @@ func main() {
 	)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
+	showVersion := flag.Bool("version", false, "print the version, git revision and Go version, and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version.Line("nicpool-ipamd"))
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("ipamd")
 	// --kubeconfig is controller-runtime's flag (with $KUBECONFIG and the in-cluster
@@ -82,6 +89,7 @@ func run(nodeName, socket, metricsAddr, healthAddr, pprofAddr string, qps float3
 		return err
 	}
 	if metricsAddr != "0" && metricsAddr != "" {
+		crmetrics.Registry.MustRegister(buildinfo.BuildInfo())
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
 		go serveHTTP(ctx, metricsAddr, mux)

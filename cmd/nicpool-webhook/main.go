@@ -19,11 +19,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/nicpool/nicpool/certs"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/version"
+	buildinfo "github.com/nicpool/nicpool/version/metric"
 	nicwebhook "github.com/nicpool/nicpool/webhook"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 	"github.com/nicpool/nicpool/webhook/admission/views"
@@ -85,7 +88,14 @@ func main() {
 	o.bind(flag.CommandLine)
 	zo := zap.Options{}
 	zo.BindFlags(flag.CommandLine)
+	showVersion := flag.Bool("version", false, "print the version, git revision and Go version, and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version.Line("nicpool-webhook"))
+		return
+	}
+	// nicpool_build_info on the manager's /metrics.
+	crmetrics.Registry.MustRegister(buildinfo.BuildInfo())
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
 	ctx := ctrl.SetupSignalHandler()
 	if err := run(ctx, ctrl.GetConfigOrDie(), o, nil); err != nil {

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/nicpool/nicpool/cniplugin/install"
 	"github.com/nicpool/nicpool/e2e/testenv"
@@ -105,13 +107,49 @@ func InstallPlugin(dir, cniBin string, names ...string) (string, error) {
 }
 
 // goBuild builds the Go packages pkgs of this checkout into dir as the Makefile's
-// GO_BUILD does.
+// GO_BUILD does, with the version stamped as Version and Revision say.
 func goBuild(dir string, pkgs ...string) error {
-	cmd := exec.Command("go", slices.Concat([]string{"build", "-trimpath", "-ldflags=-s -w", "-o", dir + string(filepath.Separator)}, pkgs)...)
+	cmd := exec.Command("go", slices.Concat([]string{"build", "-trimpath", "-ldflags=" + LDFlags(), "-o", dir + string(filepath.Separator)}, pkgs)...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Dir = testenv.RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %v: %w\n%s", pkgs, err, out)
 	}
 	return nil
+}
+
+// VersionPackage is where the linker stamps the version (the Makefile's VERSION_PKG).
+const VersionPackage = "github.com/nicpool/nicpool/version"
+
+var stamp = sync.OnceValues(func() (string, string) {
+	git := func(args ...string) string {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = testenv.RepoRoot()
+		out, err := cmd.Output()
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(out))
+	}
+	v, r := git("describe", "--tags", "--always", "--dirty"), git("rev-parse", "HEAD")
+	if v == "" {
+		v = "dev"
+	}
+	if r == "" {
+		r = "unknown"
+	}
+	return v, r
+})
+
+// Version is the version the binaries of Build are stamped with: the Makefile's
+// default, `git describe --tags --always --dirty` of this checkout ("dev" outside
+// git).
+func Version() string { v, _ := stamp(); return v }
+
+// Revision is the git commit the binaries of Build are stamped with.
+func Revision() string { _, r := stamp(); return r }
+
+// LDFlags are the linker flags of the Makefile's GO_LDFLAGS for Version and Revision.
+func LDFlags() string {
+	return "-s -w -X " + VersionPackage + ".version=" + Version() + " -X " + VersionPackage + ".revision=" + Revision()
 }

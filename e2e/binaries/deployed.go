@@ -2,11 +2,15 @@ package binaries
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/nicpool/nicpool/e2e/testenv"
@@ -21,7 +25,8 @@ var (
 
 // DeployedEnv is the Go runtime settings (GOMEMLIMIT, GOGC, ...) that manifests/base
 // gives the container named container ("ipamd", "webhook"), as NAME=value, so that
-// the binaries are measured as they are deployed.
+// the binaries are measured as they are deployed: as the kubelet computes them, with
+// the container's own resources (resourceFieldRef) and $(VAR) references expanded.
 func DeployedEnv(container string) ([]string, error) {
 	deployedOnce.Do(func() {
 		objs, err := manifests.Render(filepath.Join(testenv.RepoRoot(), manifests.Dir))
@@ -38,13 +43,14 @@ func DeployedEnv(container string) ([]string, error) {
 			for _, c := range containers {
 				c, _ := c.(map[string]any)
 				name, _ := c["name"].(string)
-				env, _, _ := unstructured.NestedSlice(c, "env")
-				for _, e := range env {
-					e, _ := e.(map[string]any)
-					n, _ := e["name"].(string)
-					v, literal := e["value"].(string)
-					if literal && strings.HasPrefix(n, "GO") {
-						deployed[name] = append(deployed[name], n+"="+v)
+				vars, err := containerEnv(c)
+				if err != nil {
+					deployedErr = fmt.Errorf("%s %s container %s: %w", o.GetKind(), o.GetName(), name, err)
+					return
+				}
+				for _, kv := range vars {
+					if strings.HasPrefix(kv, "GO") {
+						deployed[name] = append(deployed[name], kv)
 					}
 				}
 			}
@@ -59,4 +65,65 @@ func DescribeEnv(env []string) string {
 		return "no Go runtime settings"
 	}
 	return fmt.Sprintf("%s as deployed", strings.Join(env, " "))
+}
+
+// containerEnv is a container's environment as the kubelet sets it, for the sources a
+// Go runtime setting may use: literal values, references to earlier variables
+// ($(NAME), left as written when NAME is not defined before) and the container's own
+// resources.
+func containerEnv(c map[string]any) ([]string, error) {
+	env, _, _ := unstructured.NestedSlice(c, "env")
+	values := map[string]string{}
+	var out []string
+	for _, e := range env {
+		e, _ := e.(map[string]any)
+		n, _ := e["name"].(string)
+		var v string
+		if lit, ok := e["value"].(string); ok {
+			v = varRef.ReplaceAllStringFunc(lit, func(m string) string {
+				if d, ok := values[m[2:len(m)-1]]; ok {
+					return d
+				}
+				return m
+			})
+		} else if ref, ok, _ := unstructured.NestedMap(e, "valueFrom", "resourceFieldRef"); ok {
+			r, err := resourceValue(c, ref)
+			if err != nil {
+				return nil, fmt.Errorf("env %s: %w", n, err)
+			}
+			v = r
+		} else {
+			continue
+		}
+		values[n] = v
+		out = append(out, n+"="+v)
+	}
+	return out, nil
+}
+
+var varRef = regexp.MustCompile(`\$\([A-Za-z_][A-Za-z0-9_.-]*\)`)
+
+// resourceValue is a resourceFieldRef's value: the container's limits.<r> or
+// requests.<r> divided by the divisor, rounded up, as the kubelet computes it.
+func resourceValue(c map[string]any, ref map[string]any) (string, error) {
+	res, _ := ref["resource"].(string)
+	section, name, ok := strings.Cut(res, ".")
+	if !ok {
+		return "", fmt.Errorf("resourceFieldRef %q: want limits.<resource> or requests.<resource>", res)
+	}
+	q, ok, _ := unstructured.NestedString(c, "resources", section, name)
+	if !ok {
+		return "", fmt.Errorf("resourceFieldRef %s: the container sets no %s", res, res)
+	}
+	quantity, err := resource.ParseQuantity(q)
+	if err != nil {
+		return "", err
+	}
+	divisor := resource.MustParse("1")
+	if d, ok := ref["divisor"].(string); ok {
+		if divisor, err = resource.ParseQuantity(d); err != nil {
+			return "", err
+		}
+	}
+	return strconv.FormatInt(int64(math.Ceil(float64(quantity.Value())/float64(divisor.Value()))), 10), nil
 }

@@ -15,20 +15,26 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/strvals"
 	appsv1 "k8s.io/api/apps/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/docs"
 	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/manifests"
 	"github.com/nicpool/nicpool/manifests/externalcrds"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 var root = testenv.RepoRoot()
@@ -42,17 +48,30 @@ func loadChart(t *testing.T) *chart.Chart {
 	return ch
 }
 
-// render is `helm template nicpool charts/nicpool --include-crds` with vals.
+// releaseNamespace is where the tests install the chart, as docs/install.md does.
+const releaseNamespace = "nicpool-system"
+
+// render is `helm template nicpool charts/nicpool -n nicpool-system --kube-version
+// 1.37.2` with vals (Helm's SDK assumes Kubernetes 1.20 without a cluster, below the
+// chart's kubeVersion).
 func render(t *testing.T, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	objs, _, err := renderIn(t, releaseNamespace, vals)
+	return objs, err
+}
+
+// renderIn renders the chart as a release in namespace ns, and returns its manifest too.
+func renderIn(t *testing.T, ns string, vals map[string]any) ([]*unstructured.Unstructured, string, error) {
 	t.Helper()
 	inst := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 	inst.DryRun, inst.ClientOnly, inst.Replace, inst.IncludeCRDs = true, true, true, true
-	inst.ReleaseName, inst.Namespace = "nicpool", "default"
+	inst.ReleaseName, inst.Namespace = "nicpool", ns
+	inst.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
 	rel, err := inst.Run(loadChart(t), vals)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return decode(t, rel.Manifest), nil
+	return decode(t, rel.Manifest), rel.Manifest, nil
 }
 
 func decode(t *testing.T, manifest string) []*unstructured.Unstructured {
@@ -109,10 +128,51 @@ func kustomize(t *testing.T, dirs ...string) []*unstructured.Unstructured {
 	return out
 }
 
-// sameObjects fails unless helm and kustomize produce the same objects, field by field.
+// withoutHelmMetadata is a rendered object without what only the chart adds: Helm's
+// standard labels (on the object and its pod template) and the CRDs' keep policy.
+func withoutHelmMetadata(o *unstructured.Unstructured) *unstructured.Unstructured {
+	o = o.DeepCopy()
+	for _, path := range [][]string{{"metadata", "labels"}, {"spec", "template", "metadata", "labels"}} {
+		labels, ok, _ := unstructured.NestedStringMap(o.Object, path...)
+		if !ok {
+			continue
+		}
+		for _, l := range manifests.HelmLabels() {
+			delete(labels, l)
+		}
+		if len(labels) == 0 {
+			unstructured.RemoveNestedField(o.Object, path...)
+		} else {
+			_ = unstructured.SetNestedStringMap(o.Object, labels, path...)
+		}
+	}
+	if o.GetKind() == "CustomResourceDefinition" {
+		ann := o.GetAnnotations()
+		delete(ann, "helm.sh/resource-policy")
+		if len(ann) == 0 {
+			unstructured.RemoveNestedField(o.Object, "metadata", "annotations")
+		} else {
+			o.SetAnnotations(ann)
+		}
+	}
+	return o
+}
+
+// sameObjects fails unless helm and kustomize produce the same objects, field by
+// field, but for what only the chart adds (withoutHelmMetadata) and kustomize's
+// Namespace (the chart installs into the release's).
 func sameObjects(t *testing.T, helm, kust []*unstructured.Unstructured) {
 	t.Helper()
-	h, k := index(helm), index(kust)
+	var hs, ks []*unstructured.Unstructured
+	for _, o := range helm {
+		hs = append(hs, withoutHelmMetadata(o))
+	}
+	for _, o := range kust {
+		if o.GetKind() != "Namespace" {
+			ks = append(ks, o)
+		}
+	}
+	h, k := index(hs), index(ks)
 	var keys []string
 	for n := range k {
 		keys = append(keys, n)
@@ -195,26 +255,43 @@ func containerOf(t *testing.T, spec map[string]any, list, name string) map[strin
 
 // Every value says what it changes in the rendered objects.
 func TestChartValues(t *testing.T) {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	vals := map[string]any{
 		"images": map[string]any{
-			"webhook": map[string]any{"repository": "registry.example/nicpool/webhook", "tag": "v1"},
-			"ipamd":   map[string]any{"repository": "registry.example/nicpool/ipamd", "tag": "v2"},
-			"plugin":  map[string]any{"repository": "registry.example/nicpool/plugin", "tag": "v3"},
+			"registry":    "registry.example:5000/team",
+			"tag":         "v9.9.9",
+			"pullPolicy":  "Always",
+			"pullSecrets": []any{map[string]any{"name": "registry-login"}},
+			"webhook":     map[string]any{"repository": "webhook", "tag": "v1"},
+			"ipamd":       map[string]any{"repository": "ipamd", "digest": digest},
+			"plugin":      map[string]any{"repository": "plugin"},
 		},
+		"cniBinDir": "/var/lib/cni/bin",
 		"webhook": map[string]any{
-			"replicas":     3,
-			"resources":    map[string]any{"limits": map[string]any{"memory": "512Mi"}},
-			"nodeSelector": map[string]any{"node-role.kubernetes.io/control-plane": ""},
-			"tolerations":  []any{map[string]any{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}},
-			"logLevel":     "debug",
-			"gc":           map[string]any{"interval": "5m", "minAge": "1m", "terminatingGrace": "2m"},
+			"replicas":            3,
+			"resources":           map[string]any{"limits": map[string]any{"memory": "1Gi"}},
+			"nodeSelector":        map[string]any{"node-role.kubernetes.io/control-plane": ""},
+			"tolerations":         []any{map[string]any{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}},
+			"affinity":            map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "zone", "operator": "In", "values": []any{"a"}}}}}}}},
+			"priorityClassName":   "nicpool-critical",
+			"logLevel":            "debug",
+			"gc":                  map[string]any{"interval": "5m", "minAge": "1m", "terminatingGrace": "2m"},
+			"ports":               map[string]any{"webhook": 10443, "metrics": 10080, "health": 10081},
+			"podDisruptionBudget": map[string]any{"minAvailable": 2},
+			"extraArgs":           []any{"--cluster-network-nicpool"},
+			"extraEnv":            []any{map[string]any{"name": "GODEBUG", "value": "madvdontneed=1"}},
 		},
 		"ipamd": map[string]any{
 			"resources":           map[string]any{"requests": map[string]any{"cpu": "200m"}},
 			"installCNIResources": map[string]any{"requests": map[string]any{"cpu": "20m"}},
-			"nodeSelector":        map[string]any{"nicpool.io/ipam": "true"},
+			"nodeSelector":        map[string]any{"nicpool.io/ipam": "true", "kubernetes.io/os": nil},
 			"tolerations":         []any{},
+			"affinity":            map[string]any{"podAntiAffinity": map[string]any{}},
+			"priorityClassName":   "",
 			"logLevel":            "error",
+			"ports":               map[string]any{"metrics": 10271, "health": 10272},
+			"extraArgs":           []any{"--allocation-order=lowest", "--kube-api-qps=20"},
+			"extraEnv":            []any{map[string]any{"name": "GOGC", "value": "50"}},
 		},
 	}
 	objs, err := render(t, vals)
@@ -227,51 +304,286 @@ func TestChartValues(t *testing.T) {
 	}
 	ws := podSpec(t, dep)
 	wc := containerOf(t, ws, "containers", "webhook")
-	if wc["image"] != "registry.example/nicpool/webhook:v1" {
-		t.Errorf("webhook image %v", wc["image"])
+	if wc["image"] != "registry.example:5000/team/webhook:v1" || wc["imagePullPolicy"] != "Always" {
+		t.Errorf("webhook image %v, pull policy %v", wc["image"], wc["imagePullPolicy"])
+	}
+	if !reflect.DeepEqual(ws["imagePullSecrets"], []any{map[string]any{"name": "registry-login"}}) {
+		t.Errorf("webhook imagePullSecrets %v", ws["imagePullSecrets"])
 	}
 	// Helm merges maps with the defaults: what is set changes, the rest stays.
-	if want := defaultResources(t, "Deployment", "nicpool-webhook", "containers", "webhook", "limits", "memory", "512Mi"); !reflect.DeepEqual(wc["resources"], want) {
+	if want := defaultResources(t, "Deployment", "nicpool-webhook", "containers", "webhook", "limits", "memory", "1Gi"); !reflect.DeepEqual(wc["resources"], want) {
 		t.Errorf("webhook resources %v", wc["resources"])
 	}
-	if !reflect.DeepEqual(ws["nodeSelector"], map[string]any{"node-role.kubernetes.io/control-plane": ""}) {
-		t.Errorf("webhook nodeSelector %v", ws["nodeSelector"])
+	if !reflect.DeepEqual(ws["nodeSelector"], map[string]any{"node-role.kubernetes.io/control-plane": "", "kubernetes.io/os": "linux"}) {
+		t.Errorf("webhook nodeSelector %v, want the value's beside the default kubernetes.io/os", ws["nodeSelector"])
 	}
 	if tol, _ := ws["tolerations"].([]any); len(tol) != 1 {
 		t.Errorf("webhook tolerations %v", ws["tolerations"])
 	}
+	if !reflect.DeepEqual(ws["affinity"], vals["webhook"].(map[string]any)["affinity"]) {
+		t.Errorf("webhook affinity %v", ws["affinity"])
+	}
+	if ws["priorityClassName"] != "nicpool-critical" {
+		t.Errorf("webhook priorityClassName %v", ws["priorityClassName"])
+	}
 	args := fmt.Sprint(wc["args"])
-	for _, a := range []string{"--zap-log-level=debug", "--gc-interval=5m", "--gc-min-age=1m", "--gc-terminating-grace=2m"} {
+	for _, a := range []string{"--zap-log-level=debug", "--gc-interval=5m", "--gc-min-age=1m", "--gc-terminating-grace=2m",
+		"--webhook-port=10443", "--metrics-bind-address=:10080", "--health-probe-bind-address=:10081", "--cluster-network-nicpool"} {
 		if !strings.Contains(args, a) {
 			t.Errorf("webhook args %s lack %s", args, a)
 		}
+	}
+	if got := ports(t, wc); !reflect.DeepEqual(got, map[string]int64{"webhook": 10443, "metrics": 10080, "health": 10081}) {
+		t.Errorf("webhook ports %v", got)
+	}
+	if got := envOf(wc); got["GODEBUG"] != "madvdontneed=1" || got["GOMEMLIMIT"] != "$(NICPOOL_MEMORY_LIMIT_MIB)000000B" {
+		t.Errorf("webhook env %v: want extraEnv's GODEBUG and GOMEMLIMIT from the memory limit", got)
+	}
+	pdb := find(t, objs, "PodDisruptionBudget", "nicpool-webhook")
+	if m, _, _ := unstructured.NestedInt64(pdb.Object, "spec", "minAvailable"); m != 2 {
+		t.Errorf("PodDisruptionBudget minAvailable %d, want 2", m)
 	}
 
 	ds := find(t, objs, "DaemonSet", "nicpool-ipamd")
 	is := podSpec(t, ds)
 	ic := containerOf(t, is, "containers", "ipamd")
-	if ic["image"] != "registry.example/nicpool/ipamd:v2" {
-		t.Errorf("ipamd image %v", ic["image"])
+	if ic["image"] != "registry.example:5000/team/ipamd:v9.9.9@"+digest {
+		t.Errorf("ipamd image %v, want the global tag and the digest", ic["image"])
 	}
 	if want := defaultResources(t, "DaemonSet", "nicpool-ipamd", "containers", "ipamd", "requests", "cpu", "200m"); !reflect.DeepEqual(ic["resources"], want) {
 		t.Errorf("ipamd resources %v", ic["resources"])
 	}
-	if !strings.Contains(fmt.Sprint(ic["args"]), "--zap-log-level=error") {
-		t.Errorf("ipamd args %v lack the log level", ic["args"])
+	iargs := fmt.Sprint(ic["args"])
+	for _, a := range []string{"--zap-log-level=error", "--metrics-bind-address=:10271", "--health-probe-bind-address=:10272", "--allocation-order=lowest", "--kube-api-qps=20"} {
+		if !strings.Contains(iargs, a) {
+			t.Errorf("ipamd args %s lack %s", iargs, a)
+		}
+	}
+	if got := ports(t, ic); !reflect.DeepEqual(got, map[string]int64{"metrics": 10271, "health": 10272}) {
+		t.Errorf("ipamd ports %v", got)
+	}
+	if got := envOf(ic); got["GOGC"] != "50" {
+		t.Errorf("ipamd env %v: want extraEnv's GOGC last", got)
 	}
 	if !reflect.DeepEqual(is["nodeSelector"], map[string]any{"nicpool.io/ipam": "true"}) {
-		t.Errorf("ipamd nodeSelector %v", is["nodeSelector"])
+		t.Errorf("ipamd nodeSelector %v (kubernetes.io/os: null removes the default)", is["nodeSelector"])
 	}
 	if _, ok := is["tolerations"]; ok {
 		t.Errorf("ipamd tolerations %v, want none", is["tolerations"])
 	}
+	if _, ok := is["priorityClassName"]; ok && is["priorityClassName"] != "" {
+		t.Errorf("ipamd priorityClassName %v, want none", is["priorityClassName"])
+	}
 	init := containerOf(t, is, "initContainers", "install-cni")
-	if init["image"] != "registry.example/nicpool/plugin:v3" {
-		t.Errorf("install-cni image %v", init["image"])
+	if init["image"] != "registry.example:5000/team/plugin:v9.9.9" || init["imagePullPolicy"] != "Always" {
+		t.Errorf("install-cni image %v, pull policy %v", init["image"], init["imagePullPolicy"])
 	}
 	if want := defaultResources(t, "DaemonSet", "nicpool-ipamd", "initContainers", "install-cni", "requests", "cpu", "20m"); !reflect.DeepEqual(init["resources"], want) {
 		t.Errorf("install-cni resources %v", init["resources"])
 	}
+	for _, v := range is["volumes"].([]any) {
+		if v := v.(map[string]any); v["name"] == "cni-bin" {
+			if p, _, _ := unstructured.NestedString(v, "hostPath", "path"); p != "/var/lib/cni/bin" {
+				t.Errorf("cni-bin host path %s, want cniBinDir", p)
+			}
+		}
+	}
+
+	// The switches: no budget, no CRDs.
+	objs, err = render(t, map[string]any{"webhook": map[string]any{"replicas": 1, "podDisruptionBudget": map[string]any{"enabled": false}}, "crds": map[string]any{"enabled": false}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "PodDisruptionBudget" || o.GetKind() == "CustomResourceDefinition" {
+			t.Errorf("webhook.podDisruptionBudget.enabled=false crds.enabled=false still render %s", key(o))
+		}
+	}
+}
+
+// The defaults name the images the release publishes: ghcr.io/nicpool, tagged with
+// the chart's appVersion, as the kustomize manifests do.
+func TestChartDefaultImages(t *testing.T) {
+	objs, err := render(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := loadChart(t).Metadata.AppVersion
+	if app != manifests.AppVersion || strings.Contains(app, "dev") {
+		t.Fatalf("appVersion %q, want %s", app, manifests.AppVersion)
+	}
+	want := map[string]string{
+		"webhook":     "ghcr.io/nicpool/nicpool-webhook:" + app,
+		"ipamd":       "ghcr.io/nicpool/nicpool-ipamd:" + app,
+		"install-cni": "ghcr.io/nicpool/nicpool:" + app,
+	}
+	seen := 0
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" && o.GetKind() != "DaemonSet" {
+			continue
+		}
+		spec := podSpec(t, o)
+		for _, list := range []string{"containers", "initContainers"} {
+			cs, _ := spec[list].([]any)
+			for _, c := range cs {
+				c := c.(map[string]any)
+				if c["image"] != want[c["name"].(string)] {
+					t.Errorf("%s container %s: image %v, want %s", key(o), c["name"], c["image"], want[c["name"].(string)])
+				}
+				seen++
+			}
+		}
+	}
+	if seen != 3 {
+		t.Errorf("%d containers, want 3", seen)
+	}
+}
+
+// In any namespace: every namespaced object, the admission policies' service
+// accounts, the webhook configurations' Service and excluded namespace, the
+// certificate's names and the RBAC subjects name the release's namespace, and
+// nothing names nicpool-system.
+func TestChartFollowsTheReleaseNamespace(t *testing.T) {
+	const ns = "some-other-namespace"
+	for _, mode := range []string{"cert-manager", "self-managed"} {
+		t.Run(mode, func(t *testing.T) {
+			objs, manifest, err := renderIn(t, ns, map[string]any{"certificates": map[string]any{"mode": mode}, "monitoring": map[string]any{"enabled": true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(manifest, "nicpool-system") {
+				i := strings.Index(manifest, "nicpool-system")
+				t.Errorf("the manifest names nicpool-system: …%s…", manifest[max(0, i-200):i+50])
+			}
+			policies := 0
+			for _, o := range objs {
+				switch o.GetKind() {
+				case "Namespace":
+					t.Errorf("the chart renders the Namespace %s: Helm's --create-namespace makes it", o.GetName())
+				case "ValidatingAdmissionPolicy":
+					y := fmt.Sprint(o.Object["spec"])
+					if !strings.Contains(y, "system:serviceaccount:") {
+						continue // a policy on tenants' objects, not nicpool's writers
+					}
+					policies++
+					if !strings.Contains(y, "system:serviceaccount:"+ns+":nicpool-ipamd") || !strings.Contains(y, "system:serviceaccount:"+ns+":nicpool-webhook") {
+						t.Errorf("policy %s does not name the service accounts of %s: %s", o.GetName(), ns, y)
+					}
+				case "ClusterRoleBinding", "RoleBinding":
+					subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+					for _, sub := range subjects {
+						if sub := sub.(map[string]any); sub["kind"] == "ServiceAccount" && sub["namespace"] != ns {
+							t.Errorf("%s binds %v", key(o), sub)
+						}
+					}
+				}
+				if o.GetNamespace() != "" && o.GetNamespace() != ns {
+					t.Errorf("%s is in namespace %s, want %s", key(o), o.GetNamespace(), ns)
+				}
+			}
+			if policies < 3 {
+				t.Errorf("%d ValidatingAdmissionPolicies name nicpool's service accounts, want the endpoints', pool status' and blocks'", policies)
+			}
+			for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+				for _, o := range objs {
+					if o.GetKind() != kind {
+						continue
+					}
+					y := fmt.Sprint(o.Object["webhooks"])
+					if !strings.Contains(y, "namespace:"+ns) || !strings.Contains(y, "values:[kube-system "+ns+"]") {
+						t.Errorf("%s: %s, want the Service and the excluded namespace %s", key(o), y, ns)
+					}
+				}
+			}
+		})
+	}
+}
+
+// values.schema.json refuses a value the chart does not have, and values of the
+// wrong type, naming them.
+func TestChartSchemaRefusesUnknownValues(t *testing.T) {
+	for _, c := range []struct {
+		vals map[string]any
+		want string
+	}{
+		{map[string]any{"webhook": map[string]any{"replica": 1}}, "replica"},
+		{map[string]any{"replicas": 1}, "replicas"},
+		{map[string]any{"images": map[string]any{"webhook": map[string]any{"digest": "latest"}}}, "digest"},
+		{map[string]any{"webhook": map[string]any{"replicas": "two"}}, "replicas"},
+		{map[string]any{"webhook": map[string]any{"podDisruptionBudget": map[string]any{"enable": false}}}, "enable"},
+		{map[string]any{"ipamd": map[string]any{"extraArgs": "--kube-api-qps=20"}}, "extraArgs"},
+		{map[string]any{"certificates": map[string]any{"mode": "vault"}}, "mode"},
+	} {
+		_, err := render(t, c.vals)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("values %v: err = %v, want a refusal naming %s", c.vals, err, c.want)
+		}
+	}
+	// Free-form maps take any key.
+	if _, err := render(t, map[string]any{"webhook": map[string]any{"nodeSelector": map[string]any{"any/key": "x"}, "resources": map[string]any{"limits": map[string]any{"cpu": "1"}}}}); err != nil {
+		t.Errorf("free-form values refused: %v", err)
+	}
+}
+
+// Every object carries the standard labels, with the chart's name and version.
+func TestChartLabels(t *testing.T) {
+	objs, err := render(t, map[string]any{"monitoring": map[string]any{"enabled": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := loadChart(t)
+	for _, o := range objs {
+		l := o.GetLabels()
+		chartLabel := ch.Metadata.Name + "-" + ch.Metadata.Version
+		if o.GetKind() == "CustomResourceDefinition" {
+			chartLabel = "nicpool-crds-" + ch.Metadata.Version
+		}
+		want := map[string]string{"helm.sh/chart": chartLabel, "app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/instance": "nicpool", "app.kubernetes.io/version": ch.Metadata.AppVersion}
+		for k, v := range want {
+			if l[k] != v {
+				t.Errorf("%s: label %s=%q, want %q", key(o), k, l[k], v)
+			}
+		}
+	}
+}
+
+// The chart says the Kubernetes it needs, and Helm refuses an older one.
+func TestChartKubeVersion(t *testing.T) {
+	if kv := loadChart(t).Metadata.KubeVersion; kv != ">=1.31.0-0" {
+		t.Fatalf("kubeVersion %q", kv)
+	}
+	inst := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	inst.DryRun, inst.ClientOnly, inst.Replace = true, true, true
+	inst.ReleaseName, inst.Namespace = "nicpool", releaseNamespace
+	inst.KubeVersion = &chartutil.KubeVersion{Version: "v1.30.9", Major: "1", Minor: "30"}
+	if _, err := inst.Run(loadChart(t), nil); err == nil || !strings.Contains(err.Error(), "kubeVersion") {
+		t.Errorf("install on 1.30: err = %v, want a refusal naming kubeVersion", err)
+	}
+}
+
+func ports(t *testing.T, c map[string]any) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	ps, _ := c["ports"].([]any)
+	for _, p := range ps {
+		p := p.(map[string]any)
+		n, _ := p["containerPort"].(int64)
+		out[p["name"].(string)] = n
+	}
+	return out
+}
+
+// envOf is a container's literal environment; a variable set twice keeps the last.
+func envOf(c map[string]any) map[string]string {
+	out := map[string]string{}
+	es, _ := c["env"].([]any)
+	for _, e := range es {
+		e := e.(map[string]any)
+		if v, ok := e["value"].(string); ok {
+			out[e["name"].(string)] = v
+		}
+	}
+	return out
 }
 
 // defaultResources are a container's resources as the manifests set them, with one
@@ -295,7 +607,8 @@ func defaultResources(t *testing.T, kind, name, list, container, section, resour
 // A certificate mode the chart does not know is refused with the values to choose from.
 func TestChartRefusesAnUnknownCertificateMode(t *testing.T) {
 	_, err := render(t, map[string]any{"certificates": map[string]any{"mode": "vault"}})
-	if err == nil || !strings.Contains(err.Error(), "certificates.mode") || !strings.Contains(err.Error(), "self-managed") {
+	// values.schema.json refuses it before the templates' own check would.
+	if err == nil || !strings.Contains(err.Error(), "/certificates/mode") || !strings.Contains(err.Error(), "self-managed") {
 		t.Fatalf("err = %v, want a refusal naming certificates.mode and its choices", err)
 	}
 }
@@ -323,34 +636,44 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	if len(cmds) < 2 || len(uninstalls) != 1 {
 		t.Fatalf("docs have helm commands %v then %v, want an install, an upgrade, then an uninstall", cmds, uninstalls)
 	}
-	cfg := configuration(t, env.Kubeconfig, "default")
+	cfg := configuration(t, env.Kubeconfig, releaseNamespace)
 	ch := loadChart(t)
 	for _, c := range cmds {
-		verb, release, chartPath, sets := parseHelm(t, c.Line)
-		if release != "nicpool" || filepath.Clean(chartPath) != manifests.ChartDir {
-			t.Fatalf("%q: want release nicpool of %s", c.Line, manifests.ChartDir)
+		if f := strings.Fields(c.Line); len(f) > 1 && f[1] == "rollback" {
+			if len(f) != 5 || f[2] != "nicpool" || f[3] != "-n" || f[4] != releaseNamespace {
+				t.Fatalf("%q: want helm rollback nicpool -n %s", c.Line, releaseNamespace)
+			}
+			if err := action.NewRollback(cfg).Run("nicpool"); err != nil {
+				t.Fatalf("%s: %v", c.Line, err)
+			}
+			continue
+		}
+		h := parseHelm(t, c.Line)
+		if h.release != "nicpool" || filepath.Clean(h.chart) != manifests.ChartDir || h.namespace != releaseNamespace {
+			t.Fatalf("%q: want release nicpool of %s in %s", c.Line, manifests.ChartDir, releaseNamespace)
 		}
 		vals := map[string]any{}
-		for _, s := range sets {
+		for _, s := range h.sets {
 			if err := strvals.ParseInto(s, vals); err != nil {
 				t.Fatalf("%q: --set %s: %v", c.Line, s, err)
 			}
 		}
-		switch verb {
+		switch h.verb {
 		case "install":
 			inst := action.NewInstall(cfg)
-			inst.ReleaseName, inst.Namespace = release, "default"
+			inst.ReleaseName, inst.Namespace = h.release, h.namespace
+			inst.CreateNamespace, inst.TakeOwnership = h.createNamespace, h.takeOwnership
 			if _, err := inst.RunWithContext(ctx, ch, vals); err != nil {
 				t.Fatalf("%s: %v", c.Line, err)
 			}
 		case "upgrade":
 			up := action.NewUpgrade(cfg)
-			up.Namespace = "default"
-			if _, err := up.RunWithContext(ctx, release, ch, vals); err != nil {
+			up.Namespace, up.TakeOwnership = h.namespace, h.takeOwnership
+			if _, err := up.RunWithContext(ctx, h.release, ch, vals); err != nil {
 				t.Fatalf("%s: %v", c.Line, err)
 			}
 		default:
-			t.Fatalf("%q: helm %s is not run by this test", c.Line, verb)
+			t.Fatalf("%q: helm %s is not run by this test", c.Line, h.verb)
 		}
 		// What the values select is installed.
 		objs, err := render(t, vals)
@@ -366,14 +689,32 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		}
 	}
 
+	// An upgrade applies the CRDs of the new chart (a sub-chart's templates, not
+	// crds/, which Helm never upgrades): here a CRD with one more label.
+	newer := loadChart(t)
+	const crdName = "ipblocks.ipam.nicpool.io"
+	for _, dep := range newer.Dependencies() {
+		for _, tf := range dep.Templates {
+			if strings.Contains(tf.Name, crdName) {
+				tf.Data = bytes.Replace(tf.Data, []byte("  labels:\n"), []byte("  labels:\n    nicpool.io/upgraded: \"true\"\n"), 1)
+			}
+		}
+	}
 	up := action.NewUpgrade(cfg)
-	up.Namespace = "default"
+	up.Namespace = releaseNamespace
 	up.ReuseValues = true
-	if _, err := up.RunWithContext(ctx, "nicpool", ch, map[string]any{"webhook": map[string]any{"replicas": 3}}); err != nil {
+	if _, err := up.RunWithContext(ctx, "nicpool", newer, map[string]any{"webhook": map[string]any{"replicas": 3}}); err != nil {
 		t.Fatalf("helm upgrade --reuse-values --set webhook.replicas=3: %v", err)
 	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if crd.Labels["nicpool.io/upgraded"] != "true" {
+		t.Errorf("after the upgrade the CRD %s has labels %v: the new chart's CRD was not applied", crdName, crd.Labels)
+	}
 	dep := &appsv1.Deployment{}
-	webhook := client.ObjectKey{Namespace: "nicpool-system", Name: "nicpool-webhook"}
+	webhook := client.ObjectKey{Namespace: releaseNamespace, Name: "nicpool-webhook"}
 	if err := env.Client.Get(ctx, webhook, dep); err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +722,19 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		t.Errorf("upgraded replicas %d, want 3", *dep.Spec.Replicas)
 	}
 
-	if f := strings.Fields(uninstalls[0].Line); len(f) != 3 || f[2] != "nicpool" {
+	// Rollback: the previous revision's objects come back.
+	rb := action.NewRollback(cfg)
+	if err := rb.Run("nicpool"); err != nil {
+		t.Fatalf("helm rollback nicpool: %v", err)
+	}
+	if err := env.Client.Get(ctx, webhook, dep); err != nil {
+		t.Fatal(err)
+	}
+	if *dep.Spec.Replicas == 3 {
+		t.Errorf("after the rollback the webhook has %d replicas, want the previous revision's", *dep.Spec.Replicas)
+	}
+
+	if f := strings.Fields(uninstalls[0].Line); len(f) < 3 || f[2] != "nicpool" {
 		t.Fatalf("%q: want helm uninstall nicpool", uninstalls[0].Line)
 	}
 	un := action.NewUninstall(cfg)
@@ -394,23 +747,107 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pool), &v2beta1.SpiderIPPool{}); err != nil {
 		t.Errorf("after uninstall the pool: %v, want it kept", err)
 	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
+		t.Errorf("after uninstall the CRD %s: %v, want it kept (helm.sh/resource-policy: keep)", crdName, err)
+	}
 }
 
-// parseHelm reads `helm install|upgrade RELEASE CHART [--set k=v]...`.
-func parseHelm(t *testing.T, line string) (verb, release, chartPath string, sets []string) {
+// helm install -n some-other-namespace --create-namespace on a real API server: Helm
+// makes the namespace, everything namespaced lands in it, and the admission policies
+// and RBAC let that namespace's ipamd service account write allocation records (while
+// they refuse everyone else).
+func TestInstallInAnotherNamespace(t *testing.T) {
+	ctx := context.Background()
+	const ns = "some-other-namespace"
+	cfg := configuration(t, env.Kubeconfig, ns)
+	inst := action.NewInstall(cfg)
+	inst.ReleaseName, inst.Namespace, inst.CreateNamespace = "nicpool", ns, true
+	// The API server has nicpool's CRDs already (as after a kustomize install).
+	inst.TakeOwnership = true
+	if _, err := inst.RunWithContext(ctx, loadChart(t), map[string]any{"certificates": map[string]any{"mode": "self-managed"}}); err != nil {
+		t.Fatalf("helm install nicpool -n %s --create-namespace: %v", ns, err)
+	}
+	t.Cleanup(func() {
+		if _, err := action.NewUninstall(cfg).Run("nicpool"); err != nil {
+			t.Errorf("helm uninstall nicpool -n %s: %v", ns, err)
+		}
+	})
+	objs, _, err := renderIn(t, ns, map[string]any{"certificates": map[string]any{"mode": "self-managed"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(o.GroupVersionKind())
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), u); err != nil {
+			t.Errorf("%s is not installed: %v", key(o), err)
+		}
+	}
+	// ipamd's service account of the release's namespace, with the node its pod-bound
+	// token names (node-a) and without.
+	ipamdOn := func(node string) client.Client {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{
+			UserName: "system:serviceaccount:" + ns + ":nicpool-ipamd",
+			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		}
+		if node != "" {
+			cfg.Impersonate.Extra = map[string][]string{configs.NodeNameExtra: {node}}
+		}
+		c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	block := func() *ipamv1alpha1.IPBlock {
+		return &ipamv1alpha1.IPBlock{ObjectMeta: metav1.ObjectMeta{Name: "probe.10.254.0.0"}, Spec: ipamv1alpha1.IPBlockSpec{Pool: "probe", CIDR: "10.254.0.0/28", Node: "node-a"}}
+	}
+	// The IPBlock policy knows this namespace's account as ipamd's: it asks it for
+	// the node its token names, which it asks of ipamd alone (RBAC lets it write).
+	fixtures.Eventually(t, "the chart's IPBlock policy recognises ipamd of "+ns, func(ctx context.Context) bool {
+		err := ipamdOn("").Create(ctx, block(), client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+configs.BlocksPolicy+"'") && strings.Contains(err.Error(), "name no node")
+	})
+	if err := ipamdOn("node-a").Create(ctx, block(), client.DryRunAll); err != nil {
+		t.Errorf("ipamd of namespace %s claims an empty block of its node: %v", ns, err)
+	}
+}
+
+// helmCommand is one `helm install|upgrade` line of the docs.
+type helmCommand struct {
+	verb, release, chart, namespace string
+	createNamespace, takeOwnership  bool
+	sets                            []string
+}
+
+// parseHelm reads `helm install|upgrade RELEASE CHART [-n NS] [--create-namespace]
+// [--take-ownership] [--set k=v]...`.
+func parseHelm(t *testing.T, line string) helmCommand {
 	t.Helper()
 	f := strings.Fields(line)
 	if len(f) < 4 || f[0] != "helm" {
 		t.Fatalf("%q is not helm VERB RELEASE CHART", line)
 	}
+	h := helmCommand{verb: f[1], release: f[2], chart: f[3], namespace: "default"}
 	for i := 4; i < len(f); i++ {
-		if f[i] != "--set" || i+1 == len(f) {
-			t.Fatalf("%q: only --set k=v options are run by this test", line)
+		switch {
+		case (f[i] == "--set" || f[i] == "-n" || f[i] == "--namespace") && i+1 < len(f):
+			if f[i] == "--set" {
+				h.sets = append(h.sets, f[i+1])
+			} else {
+				h.namespace = f[i+1]
+			}
+			i++
+		case f[i] == "--create-namespace":
+			h.createNamespace = true
+		case f[i] == "--take-ownership":
+			h.takeOwnership = true
+		default:
+			t.Fatalf("%q: %s is not an option this test runs", line, f[i])
 		}
-		sets = append(sets, f[i+1])
-		i++
 	}
-	return f[1], f[2], f[3], sets
+	return h
 }
 
 // configuration is Helm's action configuration for the API server of kubeconfig,
@@ -424,6 +861,23 @@ func configuration(t *testing.T, kubeconfig, ns string) *action.Configuration {
 	var logs bytes.Buffer
 	if err := cfg.Init(flags, ns, "secret", func(format string, v ...any) { fmt.Fprintf(&logs, format+"\n", v...) }); err != nil {
 		t.Fatal(err)
+	}
+	// The pinned kube-apiserver is built from source without its version stamped
+	// (it reports v0.0.0-master), which the chart's kubeVersion refuses: the
+	// capabilities say the pinned version instead, with the API server's own
+	// API versions.
+	dc, err := flags.ToDiscoveryClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apis, err := action.GetVersionSet(dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Capabilities = &chartutil.Capabilities{
+		KubeVersion: chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"},
+		APIVersions: apis,
+		HelmVersion: chartutil.DefaultCapabilities.HelmVersion,
 	}
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/manifests"
 )
@@ -77,6 +79,7 @@ func TestMonitoring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Run("build_info", func(t *testing.T) { checkBuildInfo(t, rec) })
 	t.Run("alerts", func(t *testing.T) { checkAlerts(t, st, overlay) })
 	t.Run("dashboard", func(t *testing.T) { checkDashboard(t, st, overlay) })
 }
@@ -129,4 +132,30 @@ func writeTemp(t *testing.T, name string, data []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// checkBuildInfo: both daemons export nicpool_build_info, 1, labelled with the version
+// and revision the binaries were stamped with (as `make build` stamps them) and the
+// Go that built them, so that a query can count the versions running side by side.
+func checkBuildInfo(t *testing.T, rec recording) {
+	want := map[string]string{"version": binaries.Version(), "revision": binaries.Revision(), "goversion": runtime.Version()}
+	seen := map[string]bool{}
+	for _, s := range rec.start {
+		if s.Metric[model.MetricNameLabel] != "nicpool_build_info" {
+			continue
+		}
+		job := string(s.Metric["job"])
+		seen[job] = true
+		if s.Value != 1 {
+			t.Errorf("%s: nicpool_build_info = %v, want 1", job, s.Value)
+		}
+		for k, v := range want {
+			if string(s.Metric[model.LabelName(k)]) != v {
+				t.Errorf("%s: nicpool_build_info{%s=%q}, want %q", job, k, s.Metric[model.LabelName(k)], v)
+			}
+		}
+	}
+	if len(seen) != 2 {
+		t.Errorf("nicpool_build_info scraped from %v, want both the webhook and ipamd", seen)
+	}
 }

@@ -37,6 +37,10 @@ type Image struct {
 // Source is the org.opencontainers.image.source label of every image.
 const Source = "https://github.com/nicpool/nicpool"
 
+// License is the org.opencontainers.image.licenses label of every image: the SPDX
+// identifier of the repository's LICENSE.
+const License = "Apache-2.0"
+
 // Product are the images nicpool ships, one per build/<Name>.Dockerfile.
 var Product = []Image{
 	{
@@ -112,6 +116,7 @@ func (im Image) Labels() map[string]string {
 		"org.opencontainers.image.title":       im.Name,
 		"org.opencontainers.image.description": im.Description,
 		"org.opencontainers.image.source":      Source,
+		"org.opencontainers.image.licenses":    License,
 	}
 }
 

@@ -81,7 +81,7 @@ cluster, 2 when it could not run.`,
 	if f := root.PersistentFlags().Lookup("cache-dir"); f != nil {
 		f.DefValue = "$HOME/.kube/cache"
 	}
-	root.AddCommand(newWhoCommand(o), newPodCommand(o), newPoolsCommand(o), newCheckCommand(o), newReleaseCommand(o), newMigrateCommand(o))
+	root.AddCommand(newWhoCommand(o), newPodCommand(o), newPoolsCommand(o), newCheckCommand(o), newReleaseCommand(o), newMigrateCommand(o), newVersionCommand(o))
 	return root
 }
 
