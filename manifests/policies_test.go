@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/ipamd/daemon"
 	endpointpkg "github.com/nicpool/nicpool/ipamd/endpoint"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
@@ -67,6 +69,10 @@ func applyAccess(t *testing.T, e *testenv.Env, overlay string) {
 			}
 			return e.Client.Create(ctx, p, client.DryRunAll)
 		},
+		configs.LeasesPolicy: func(ctx context.Context) error {
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: configs.DefaultNamespace, Name: "policy-probe"}}
+			return ipamd.Create(ctx, l, client.DryRunAll)
+		},
 		configs.BlocksPolicy: func(ctx context.Context) error {
 			b := &ipamv1alpha1.IPBlock{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe.10.254.0.0"}, Spec: ipamv1alpha1.IPBlockSpec{Pool: pool.Name, CIDR: "10.254.0.0/28"}}
 			return ipamd.Create(ctx, b, client.DryRunAll)
@@ -77,6 +83,45 @@ func applyAccess(t *testing.T, e *testenv.Env, overlay string) {
 			err := probe(ctx)
 			return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+name+"'")
 		})
+	}
+}
+
+// An ipamd keeps its own node's heartbeat Lease, and no other: not another node's,
+// not the webhook's leader election Lease.
+func TestIpamdWritesOnlyItsOwnHeartbeat(t *testing.T) {
+	e := controlPlane(t)
+	ctx := context.Background()
+	applyAccess(t, e, "overlays/self-managed")
+	nodeA := clientFor(t, e, ipamdOn(e, "node-a"))
+	lease := func(name string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: configs.DefaultNamespace, Name: name}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-a")}}
+	}
+	own := lease(daemon.LeaseName("node-a"))
+	if err := nodeA.Create(ctx, own); err != nil {
+		t.Fatalf("ipamd of node-a creates its heartbeat: %v", err)
+	}
+	own.Spec.LeaseDurationSeconds = ptr.To(int32(40))
+	if err := nodeA.Update(ctx, own); err != nil {
+		t.Fatalf("ipamd of node-a renews its heartbeat: %v", err)
+	}
+	for _, name := range []string{daemon.LeaseName("node-b"), "nicpool-webhook"} {
+		if err := nodeA.Create(ctx, lease(name)); !refusedByPolicy(err, configs.LeasesPolicy) {
+			t.Errorf("ipamd of node-a creates Lease %s: %v, want a refusal by %s", name, err, configs.LeasesPolicy)
+		}
+	}
+	leader := lease("nicpool-webhook")
+	if err := e.Client.Create(ctx, leader); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	if err := nodeA.Get(ctx, client.ObjectKeyFromObject(leader), leader); err != nil {
+		t.Fatal(err)
+	}
+	leader.Spec.HolderIdentity = ptr.To("node-a")
+	if err := nodeA.Update(ctx, leader); !refusedByPolicy(err, configs.LeasesPolicy) {
+		t.Errorf("ipamd of node-a takes the webhook's leader Lease: %v, want a refusal by %s", err, configs.LeasesPolicy)
+	}
+	if err := clientFor(t, e, ipamdOn(e, "")).Create(ctx, lease(daemon.LeaseName("node-c"))); !refusedByPolicy(err, configs.LeasesPolicy) {
+		t.Errorf("an ipamd whose token names no node creates a heartbeat: %v, want a refusal", err)
 	}
 }
 

@@ -121,6 +121,9 @@ var ipamdNeeds = join(
 	each([]string{"get", "list", "watch", "create", "patch"}, nicpoolIPAM, blocks, "", "", ""),
 	each([]string{"create", "patch"}, "", "events", "", tenant, ""),
 	each([]string{"create", "patch"}, "events.k8s.io", "events", "", tenant, ""),
+	// Its node's heartbeat; the admission policy leases.nicpool.io confines it to
+	// that one Lease.
+	each([]string{"get", "create", "update"}, "coordination.k8s.io", "leases", "", namespace, ""),
 )
 
 // Refused to every nicpool component.
@@ -165,7 +168,7 @@ var ipamdMayNot = join(
 	each([]string{"get", "list", "watch"}, "", "secrets", "", namespace, ""),
 	each([]string{"update", "patch"}, spider, pools, "", "", ""),
 	each([]string{"delete", "update"}, nicpoolIPAM, blocks, "", "", ""),
-	each([]string{"get", "update"}, "coordination.k8s.io", "leases", "", namespace, ""),
+	each([]string{"list", "watch", "delete", "patch"}, "coordination.k8s.io", "leases", "", namespace, ""),
 	each([]string{"update"}, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", "nicpool-mutating"),
 )
 

@@ -32,6 +32,7 @@ func main() {
 	var (
 		nodeName    = flag.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME, from the downward API's spec.nodeName)")
 		socket      = flag.String("socket", api.DefaultSocketPath, "unix socket the CNI plugin calls")
+		namespace   = flag.String("namespace", envOr("POD_NAMESPACE", daemon.DefaultMultusNamespace), "nicpool's namespace, where ipamd keeps its node's heartbeat Lease (nicpool-ipamd-NODE) that kubectl nicpool status reads; $POD_NAMESPACE when set; empty keeps none")
 		metricsAddr = flag.String("metrics-bind-address", ":9271", "address serving Prometheus metrics on /metrics; 0 disables")
 		healthAddr  = flag.String("health-probe-bind-address", ":9272", "address serving /healthz and /readyz; 0 disables")
 		pprofAddr   = flag.String("pprof-bind-address", "0", "address serving Go's runtime profiles (CPU, heap, goroutines) on /debug/pprof/; 0 disables, the default. They show the daemon's internals: bind it to localhost")
@@ -62,7 +63,7 @@ func main() {
 		os.Exit(2)
 	}
 	multus := annotations.Multus{Namespace: *multusNamespace, ClusterNetwork: *clusterNetwork}
-	if err := run(*nodeName, *socket, *metricsAddr, *healthAddr, *pprofAddr, float32(*qps), *burst, allocationOrder, multus); err != nil {
+	if err := run(*nodeName, *socket, *namespace, *metricsAddr, *healthAddr, *pprofAddr, float32(*qps), *burst, allocationOrder, multus); err != nil {
 		log.Error(err, "ipamd stopped")
 		os.Exit(1)
 	}
@@ -75,7 +76,7 @@ func envOr(key, fallback string) string {
 	return fallback
 }
 
-func run(nodeName, socket, metricsAddr, healthAddr, pprofAddr string, qps float32, burst int, order allocator.Order, multus annotations.Multus) error {
+func run(nodeName, socket, namespace, metricsAddr, healthAddr, pprofAddr string, qps float32, burst int, order allocator.Order, multus annotations.Multus) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	cfg, err := ctrl.GetConfig()
@@ -84,7 +85,7 @@ func run(nodeName, socket, metricsAddr, healthAddr, pprofAddr string, qps float3
 	}
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.UserAgent = "nicpool-ipamd/" + nodeName
-	d, err := daemon.New(cfg, daemon.Options{NodeName: nodeName, SocketPath: socket, Scheme: scheme.New(), Log: ctrl.Log.WithName("ipamd"), AllocationOrder: order, Multus: multus})
+	d, err := daemon.New(cfg, daemon.Options{NodeName: nodeName, SocketPath: socket, Scheme: scheme.New(), Log: ctrl.Log.WithName("ipamd"), AllocationOrder: order, Multus: multus, LeaseNamespace: namespace})
 	if err != nil {
 		return err
 	}
@@ -125,6 +126,7 @@ func run(nodeName, socket, metricsAddr, healthAddr, pprofAddr string, qps float3
 			return err
 		}
 	case <-ctx.Done():
+		<-d.Released()
 	}
 	return nil
 }

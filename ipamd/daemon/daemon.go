@@ -50,6 +50,9 @@ type Options struct {
 	// Multus says how a bare spec.multusName entry reads (Multus.Namespace;
 	// DefaultMultusNamespace when empty) and which network eth0 is attached through.
 	Multus annotations.Multus
+	// LeaseNamespace, when set, is where the daemon keeps its node's heartbeat Lease
+	// (LeaseName) renewed once its caches have synced.
+	LeaseNamespace string
 }
 
 // DefaultMultusNamespace is nicpool's namespace as its manifests install it: where a
@@ -67,6 +70,9 @@ type Daemon struct {
 	recorder events.EventRecorder
 	fresh    client.Reader
 	records  recordCheck
+	writer   client.Client
+	// released is closed once the heartbeat Lease is released after ctx ended.
+	released chan struct{}
 }
 
 // New builds a daemon for cfg; Start starts it.
@@ -119,8 +125,14 @@ func New(cfg *rest.Config, opts Options) (*Daemon, error) {
 		svc.Multus.Namespace = DefaultMultusNamespace
 	}
 	return &Daemon{Service: svc, Cache: c, opts: opts, events: eb, recorder: rec, fresh: writer,
-		records: recordCheck{suspects: map[string]bool{}, reported: map[string]bool{}}}, nil
+		records: recordCheck{suspects: map[string]bool{}, reported: map[string]bool{}},
+		writer:  writer, released: make(chan struct{})}, nil
 }
+
+// Released is closed, once the context of Start has ended, when the heartbeat Lease
+// has been released (at once when the daemon keeps none): a stopping ipamd waits for
+// it, so that its node is seen without ipamd at once.
+func (d *Daemon) Released() <-chan struct{} { return d.released }
 
 // Ready reports whether the caches have synced.
 func (d *Daemon) Ready() bool { return d.synced.Load() }
@@ -159,6 +171,14 @@ func (d *Daemon) Start(ctx context.Context) (<-chan error, error) {
 		return nil, errors.New("caches did not sync before shutdown")
 	}
 	d.synced.Store(true)
+	if d.opts.LeaseNamespace != "" {
+		go func() {
+			defer close(d.released)
+			d.heartbeat(ctx, d.writer, d.opts.LeaseNamespace)
+		}()
+	} else {
+		close(d.released)
+	}
 	d.opts.Log.Info("caches synced: serving", "node", d.opts.NodeName, "socket", d.opts.SocketPath)
 	if interval := cmp.Or(d.opts.RecordCheckInterval, DefaultRecordCheckInterval); interval > 0 {
 		go d.checkRecords(ctx, interval)

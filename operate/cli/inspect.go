@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -8,13 +9,20 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/operate/inspect"
+	"github.com/nicpool/nicpool/operate/output"
 )
 
 func newWhoCommand(o *options) *cobra.Command {
-	var out output
+	out := newOutput()
 	cmd := &cobra.Command{
 		Use:   "who ADDRESS",
 		Short: "Show the pool, pod, pod UID, interface and node holding an address",
@@ -40,10 +48,10 @@ func newWhoCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if out.structured() {
-				err = out.print(o.streams.Out, hs)
+			if out.table() {
+				err = printHoldings(out, o, hs)
 			} else {
-				err = printHoldings(&out, o, hs)
+				err = out.object(o.streams.Out, holdersList(hs))
 			}
 			if err != nil {
 				return err
@@ -55,7 +63,7 @@ func newWhoCommand(o *options) *cobra.Command {
 	return cmd
 }
 
-func printHoldings(out *output, o *options, hs []inspect.Holding) error {
+func printHoldings(out *outputFlags, o *options, hs []inspect.Holding) error {
 	cols := []column{{name: "POOL"}, {name: "ADDRESS"}, {name: "POD"}, {name: "POD UID"}, {name: "INTERFACE"}, {name: "NODE"}, {name: "STATE"},
 		{name: "BLOCK", wide: true}, {name: "BLOCK NODE", wide: true}, {name: "ENDPOINT", wide: true}}
 	var rows [][]any
@@ -63,7 +71,15 @@ func printHoldings(out *output, o *options, hs []inspect.Holding) error {
 		rows = append(rows, []any{h.Pool, h.Address, h.Pod, h.PodUID, h.Interface, orDash(h.Holder.Node), state(h.Holder),
 			orDash(h.Block), orDash(h.BlockNode), agreement(h.Endpoint)})
 	}
-	return out.table(o.streams.Out, cols, rows)
+	return out.tabulate(o.streams.Out, cols, rows)
+}
+
+func holdersList(hs []inspect.Holding) runtime.Object {
+	items := make([]output.AddressHolder, len(hs))
+	for i, h := range hs {
+		items[i] = output.AddressHolder{ObjectMeta: metav1.ObjectMeta{Name: h.Address}, Status: h}
+	}
+	return output.NewList[output.AddressHolder](output.KindAddressHolder, items)
 }
 
 // holdingsFinding is what is wrong with the records of one address: more than one, or
@@ -99,13 +115,23 @@ func agreement(problem string) string {
 }
 
 func newPodCommand(o *options) *cobra.Command {
-	var out output
+	out := newOutput()
+	var (
+		selector      string
+		allNamespaces bool
+	)
 	cmd := &cobra.Command{
-		Use:   "pod NAME",
+		Use:   "pod [NAME | NAMESPACE/NAME]... | -l SELECTOR | -A",
 		Short: "Show every interface of a pod: network, addresses, pools, gateway, routes, and whether pool records and endpoint agree",
+		Long: `Shows every interface of each pod named (NAME in --namespace, or NAMESPACE/NAME), or of
+every pod that --selector matches in --namespace (with --all-namespaces, in every
+namespace): its network, addresses, pools, gateway and routes, from the pod's
+SpiderEndpoint and the pool records, and whether the two agree. A pod that is gone is
+shown from what is left of it.`,
 		Example: `  kubectl nicpool pod web-0 -n demo
-  kubectl nicpool pod web-0 -n demo -o wide`,
-		Args: cobra.ExactArgs(1),
+  kubectl nicpool pod demo/web-0 -o wide
+  kubectl nicpool pod -l app=web -n demo
+  kubectl nicpool pod -A -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.validate(); err != nil {
 				return err
@@ -114,33 +140,98 @@ func newPodCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			listing := selector != "" || allNamespaces
+			if listing == (len(args) > 0) {
+				return errors.New("give pod names (NAME or NAMESPACE/NAME), or --selector or --all-namespaces, not both")
+			}
 			c, err := o.client()
 			if err != nil {
 				return err
 			}
-			rep, err := inspect.Pod(cmd.Context(), c, ns, args[0], o.now())
-			if err != nil {
-				return err
-			}
-			if out.structured() {
-				err = out.print(o.streams.Out, rep)
+			var reps []inspect.PodReport
+			if listing {
+				if allNamespaces {
+					ns = ""
+				}
+				reps, err = listPodReports(cmd.Context(), c, o, ns, selector)
 			} else {
-				err = printPod(&out, o, rep)
+				reps, err = namedPodReports(cmd.Context(), c, o, ns, args)
 			}
 			if err != nil {
 				return err
 			}
-			if !rep.Agrees() {
-				return findingf("pod %s/%s: its pool records and its SpiderEndpoint disagree (kubectl nicpool check says how to repair it)", ns, args[0])
+			if out.table() {
+				for i := range reps {
+					if i > 0 {
+						fmt.Fprintln(o.streams.Out)
+					}
+					if err := printPod(out, o, &reps[i]); err != nil {
+						return err
+					}
+				}
+			} else if err := out.object(o.streams.Out, podsList(reps)); err != nil {
+				return err
+			}
+			var bad []string
+			for _, rep := range reps {
+				if !rep.Agrees() {
+					bad = append(bad, rep.Namespace+"/"+rep.Name)
+				}
+			}
+			if len(bad) > 0 {
+				return findingf("pod %s: its pool records and its SpiderEndpoint disagree (kubectl nicpool check says how to repair it)", strings.Join(bad, ", "))
 			}
 			return nil
 		},
 	}
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "the pods whose labels match this selector (e.g. app=web), in --namespace")
+	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "the pods of every namespace (with --selector, those that match)")
 	out.addFlag(cmd)
 	return cmd
 }
 
-func printPod(out *output, o *options, rep *inspect.PodReport) error {
+// namedPodReports reports each pod arg names: NAME in ns, or NAMESPACE/NAME.
+func namedPodReports(ctx context.Context, c client.Reader, o *options, ns string, args []string) ([]inspect.PodReport, error) {
+	var reps []inspect.PodReport
+	for _, arg := range args {
+		pns, name := ns, arg
+		if a, b, ok := strings.Cut(arg, "/"); ok {
+			pns, name = a, b
+		}
+		if pns == "" || name == "" || strings.Contains(name, "/") {
+			return nil, fmt.Errorf("pod %q: give NAME (in --namespace) or NAMESPACE/NAME, such as default/web-0", arg)
+		}
+		rep, err := inspect.Pod(ctx, c, pns, name, o.now())
+		if err != nil {
+			return nil, err
+		}
+		reps = append(reps, *rep)
+	}
+	return reps, nil
+}
+
+// listPodReports reports every pod of ns ("" for all) that selector matches.
+func listPodReports(ctx context.Context, c client.Reader, o *options, ns, selector string) ([]inspect.PodReport, error) {
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return nil, fmt.Errorf("--selector %q: %w", selector, err)
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	return inspect.Pods(ctx, c, ns, pods.Items, o.now())
+}
+
+func podsList(reps []inspect.PodReport) runtime.Object {
+	items := make([]output.PodAddresses, len(reps))
+	for i, r := range reps {
+		items[i] = output.PodAddresses{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, UID: types.UID(r.UID)}, Status: r}
+	}
+	return output.NewList[output.PodAddresses](output.KindPodAddresses, items)
+}
+
+func printPod(out *outputFlags, o *options, rep *inspect.PodReport) error {
 	w := o.streams.Out
 	fmt.Fprintf(w, "Pod %s/%s  UID %s  node %s  %s\n\n", rep.Namespace, rep.Name, rep.UID, orDash(rep.Holder.Node), state(rep.Holder))
 	cols := []column{{name: "INTERFACE"}, {name: "NETWORK"}, {name: "FAMILY"}, {name: "ADDRESS"}, {name: "POOL"}, {name: "GATEWAY"}, {name: "ROUTES"}, {name: "AGREES"},
@@ -163,7 +254,7 @@ func printPod(out *output, o *options, rep *inspect.PodReport) error {
 				orDash(a.Block), strconv.FormatBool(i.CleanGateway)})
 		}
 	}
-	if err := out.table(w, cols, rows); err != nil {
+	if err := out.tabulate(w, cols, rows); err != nil {
 		return err
 	}
 	var problems []string
@@ -191,12 +282,14 @@ func routes(rs []v2beta1.Route) string {
 }
 
 func newPoolsCommand(o *options) *cobra.Command {
-	var out output
+	out := newOutput()
 	cmd := &cobra.Command{
 		Use:   "pools",
 		Short: "Show every pool's used, free and total addresses, fullest first",
 		Example: `  kubectl nicpool pools
-  kubectl nicpool pools -o json`,
+  kubectl nicpool pools -o json
+  kubectl nicpool pools -o jsonpath='{.items[0].metadata.name}'
+  kubectl nicpool pools -o custom-columns=POOL:.metadata.name,FREE:.status.free`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := out.validate(); err != nil {
@@ -210,10 +303,10 @@ func newPoolsCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if out.structured() {
-				err = out.print(o.streams.Out, reps)
+			if out.table() {
+				err = printPools(out, o, reps)
 			} else {
-				err = printPools(&out, o, reps)
+				err = out.object(o.streams.Out, poolsList(reps))
 			}
 			if err != nil {
 				return err
@@ -234,7 +327,7 @@ func newPoolsCommand(o *options) *cobra.Command {
 	return cmd
 }
 
-func printPools(out *output, o *options, reps []inspect.PoolReport) error {
+func printPools(out *outputFlags, o *options, reps []inspect.PoolReport) error {
 	cols := []column{{name: "NAME"}, {name: "SUBNET"}, {name: "USED"}, {name: "FREE"}, {name: "TOTAL"}, {name: "RESERVED"}, {name: "DEFAULT"}, {name: "TERMINATING"}, {name: "AFFINITY"},
 		{name: "FAMILY", wide: true}, {name: "DISABLED", wide: true}, {name: "FREE %", wide: true}}
 	var rows [][]any
@@ -250,7 +343,15 @@ func printPools(out *output, o *options, reps []inspect.PoolReport) error {
 		rows = append(rows, []any{p.Name, p.Subnet, p.Used, p.Free, p.Total, p.Reserved, strconv.FormatBool(p.Default), strconv.FormatBool(p.Terminating), orDash(p.Affinity),
 			family, strconv.FormatBool(p.Disabled), free})
 	}
-	return out.table(o.streams.Out, cols, rows)
+	return out.tabulate(o.streams.Out, cols, rows)
+}
+
+func poolsList(reps []inspect.PoolReport) runtime.Object {
+	items := make([]output.PoolUsage, len(reps))
+	for i, r := range reps {
+		items[i] = output.PoolUsage{ObjectMeta: metav1.ObjectMeta{Name: r.Name}, Status: r}
+	}
+	return output.NewList[output.PoolUsage](output.KindPoolUsage, items)
 }
 
 // addressArg reads the ADDRESS argument of who and release.

@@ -69,7 +69,7 @@ func TestWhoNamesTheHolderOfAnAddress(t *testing.T) {
 	// An address of a pool that nobody holds: exit 1, naming the pool.
 	_, errOut, code = kubectl(t, "who", "10.31.0.20")
 	g.Expect(code).To(Equal(cli.ExitFinding))
-	g.Expect(errOut).To(ContainSubstring("10.31.0.20: not allocated (subnet of pool [who-v4])"))
+	g.Expect(errOut).To(ContainSubstring("10.31.0.20: not allocated (in the subnet of pool who-v4)"))
 
 	_, errOut, code = kubectl(t, "who", "10.31.0.300")
 	g.Expect(code).To(Equal(cli.ExitError))
@@ -77,7 +77,7 @@ func TestWhoNamesTheHolderOfAnAddress(t *testing.T) {
 
 	_, errOut, code = kubectl(t, "who", addr, "-o", "table")
 	g.Expect(code).To(Equal(cli.ExitError))
-	g.Expect(errOut).To(ContainSubstring(`--output "table": must be one of json, yaml, wide`))
+	g.Expect(errOut).To(ContainSubstring(`--output "table": must be one of wide, json, yaml, kyaml, name, go-template`))
 
 	// The holder deleted: who says it is gone.
 	g.Expect(env.Client.Delete(context.Background(), pod, client.GracePeriodSeconds(0))).To(Succeed())

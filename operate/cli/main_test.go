@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/daemon"
 	"github.com/nicpool/nicpool/operate/cli"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 // The node the test pods run on; one ipamd serves it, in this process.
@@ -42,7 +44,10 @@ func TestMain(m *testing.M) {
 		if err := env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}); err != nil {
 			return err
 		}
-		if ipamd, err = daemon.New(env.Config, daemon.Options{NodeName: node, Scheme: testenv.NewScheme(), Log: logr.Discard()}); err != nil {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: configs.DefaultNamespace}}); err != nil {
+			return err
+		}
+		if ipamd, err = daemon.New(env.Config, daemon.Options{NodeName: node, Scheme: testenv.NewScheme(), Log: logr.Discard(), LeaseNamespace: configs.DefaultNamespace}); err != nil {
 			return err
 		}
 		_, err = ipamd.Start(ctx)
@@ -64,12 +69,43 @@ func kubectl(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return out.String(), errOut.String(), cli.ExitCode(err)
 }
 
-// kubectlJSON runs a command with -o json and decodes its output into v.
+// kubectlJSON runs a command with -o json, checks that it printed a list of
+// nicpool.io/v1alpha1, and decodes its items' status into v: all of them into a
+// slice, the first one into anything else.
 func kubectlJSON(t *testing.T, v any, args ...string) int {
 	t.Helper()
 	out, errOut, code := kubectl(t, append(args, "-o", "json")...)
-	if err := json.Unmarshal([]byte(out), v); err != nil {
+	var list struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Items      []struct {
+			APIVersion string          `json:"apiVersion"`
+			Kind       string          `json:"kind"`
+			Status     json.RawMessage `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatalf("kubectl nicpool %v -o json: %v\nstdout: %s\nstderr: %s", args, err, out, errOut)
+	}
+	if list.APIVersion != "nicpool.io/v1alpha1" || !strings.HasSuffix(list.Kind, "List") {
+		t.Fatalf("kubectl nicpool %v -o json: apiVersion %q kind %q, want a list of nicpool.io/v1alpha1", args, list.APIVersion, list.Kind)
+	}
+	statuses := make([]json.RawMessage, 0, len(list.Items))
+	for _, it := range list.Items {
+		if it.APIVersion != list.APIVersion || it.Kind+"List" != list.Kind {
+			t.Fatalf("kubectl nicpool %v -o json: an item of %s is %s %s", args, list.Kind, it.APIVersion, it.Kind)
+		}
+		statuses = append(statuses, it.Status)
+	}
+	data, _ := json.Marshal(statuses)
+	if reflect.TypeOf(v).Elem().Kind() != reflect.Slice {
+		if len(statuses) == 0 {
+			t.Fatalf("kubectl nicpool %v -o json: no items\nstderr: %s", args, errOut)
+		}
+		data = statuses[0]
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("kubectl nicpool %v -o json: %v", args, err)
 	}
 	return code
 }

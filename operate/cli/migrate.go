@@ -8,8 +8,10 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nicpool/nicpool/operate/migrate"
+	"github.com/nicpool/nicpool/operate/output"
 )
 
 func newMigrateCommand(o *options) *cobra.Command {
@@ -23,7 +25,7 @@ func newMigrateCommand(o *options) *cobra.Command {
 
 func newFromSpiderpoolCommand(o *options) *cobra.Command {
 	var (
-		out                  output
+		out                  = newOutput()
 		dryRun, apply, loose bool
 	)
 	cmd := &cobra.Command{
@@ -60,10 +62,12 @@ See docs/migrate-from-spiderpool.md for the whole procedure.`,
 			if err != nil {
 				return err
 			}
-			if out.structured() {
-				err = out.print(o.streams.Out, plan)
+			if out.table() {
+				err = printPlan(out, o.streams.Out, plan)
 			} else {
-				err = printPlan(&out, o.streams.Out, plan)
+				err = out.object(o.streams.Out, &output.MigrationPlan{
+					TypeMeta:   metav1.TypeMeta{APIVersion: output.GroupVersion.String(), Kind: output.KindMigrationPlan},
+					ObjectMeta: metav1.ObjectMeta{Name: "from-spiderpool"}, Status: plan})
 			}
 			if err != nil {
 				return err
@@ -82,7 +86,7 @@ See docs/migrate-from-spiderpool.md for the whole procedure.`,
 			if err := migrate.Apply(cmd.Context(), c, plan, log); err != nil {
 				return err
 			}
-			if !out.structured() {
+			if out.table() {
 				fmt.Fprintln(o.streams.Out, "\nDone: every pool is in nicpool's form. Next: install nicpool (docs/migrate-from-spiderpool.md).")
 			}
 			return nil
@@ -95,13 +99,13 @@ See docs/migrate-from-spiderpool.md for the whole procedure.`,
 	return cmd
 }
 
-func printPlan(out *output, w io.Writer, plan migrate.Plan) error {
+func printPlan(out *outputFlags, w io.Writer, plan migrate.Plan) error {
 	cols := []column{{name: "POOL"}, {name: "STATE"}, {name: "RECORDS"}, {name: "MIGRATE"}, {name: "DROP"}, {name: "UNPLACED"}}
 	var rows [][]any
 	for _, p := range plan.Pools {
 		rows = append(rows, []any{p.Name, p.State, len(p.Entries), p.Count(migrate.Migrate), p.Count(migrate.Drop), p.Count(migrate.Unplaced)})
 	}
-	if err := out.table(w, cols, rows); err != nil {
+	if err := out.tabulate(w, cols, rows); err != nil {
 		return err
 	}
 	var notes []string

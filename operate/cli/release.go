@@ -7,14 +7,17 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/nicpool/nicpool/operate/inspect"
+	"github.com/nicpool/nicpool/operate/output"
 	"github.com/nicpool/nicpool/operate/repair"
 )
 
 func newReleaseCommand(o *options) *cobra.Command {
 	var (
-		out   output
+		out   = newOutput()
 		force bool
 	)
 	cmd := &cobra.Command{
@@ -48,8 +51,8 @@ removing it from the pod's interface.`,
 			if errors.Is(err, inspect.ErrNotAllocated) {
 				return &Finding{Msg: err.Error()}
 			}
-			if out.structured() {
-				if perr := out.print(o.streams.Out, ds); perr != nil {
+			if !out.table() {
+				if perr := out.object(o.streams.Out, decisionsList(ds)); perr != nil {
 					return perr
 				}
 			} else {
@@ -77,4 +80,12 @@ removing it from the pod's interface.`,
 	cmd.Flags().BoolVar(&force, "force", false, "free the address (required)")
 	out.addFlag(cmd)
 	return cmd
+}
+
+func decisionsList(ds []repair.Decision) runtime.Object {
+	items := make([]output.ReleaseDecision, len(ds))
+	for i, d := range ds {
+		items[i] = output.ReleaseDecision{ObjectMeta: metav1.ObjectMeta{Name: d.Address}, Status: d}
+	}
+	return output.NewList[output.ReleaseDecision](output.KindReleaseDecision, items)
 }

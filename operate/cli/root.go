@@ -55,6 +55,8 @@ type options struct {
 	flags   *genericclioptions.ConfigFlags
 	streams genericiooptions.IOStreams
 	now     func() time.Time
+	// chunk is --chunk-size: every list is read in pages of this many items.
+	chunk int64
 }
 
 // NewCommand returns the root command, writing to streams.
@@ -77,11 +79,12 @@ cluster, 2 when it could not run.`,
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	o.flags.AddFlags(root.PersistentFlags())
+	root.PersistentFlags().Int64Var(&o.chunk, "chunk-size", defaultChunkSize, "read lists from the API server in pages of this many items, as kubectl get does; 0 reads each in one request")
 	// The help shows where the cache goes on any machine, not this user's path.
 	if f := root.PersistentFlags().Lookup("cache-dir"); f != nil {
 		f.DefValue = "$HOME/.kube/cache"
 	}
-	root.AddCommand(newWhoCommand(o), newPodCommand(o), newPoolsCommand(o), newCheckCommand(o), newReleaseCommand(o), newMigrateCommand(o), newVersionCommand(o))
+	root.AddCommand(newWhoCommand(o), newPodCommand(o), newPoolsCommand(o), newCheckCommand(o), newStatusCommand(o), newReleaseCommand(o), newMigrateCommand(o), newVersionCommand(o))
 	return root
 }
 
@@ -97,13 +100,18 @@ func (o *options) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// client reads the API server directly: every answer is what is stored now.
+// client reads the API server directly: every answer is what is stored now. Its
+// lists are read in pages of --chunk-size.
 func (o *options) client() (client.Client, error) {
 	cfg, err := o.restConfig()
 	if err != nil {
 		return nil, err
 	}
-	return client.New(cfg, client.Options{Scheme: Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	return paged{Client: c, chunk: o.chunk}, nil
 }
 
 // namespace is --namespace, else the kubeconfig context's namespace.

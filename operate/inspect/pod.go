@@ -77,12 +77,59 @@ func Pod(ctx context.Context, r client.Reader, namespace, name string, now time.
 	if err != nil {
 		return nil, err
 	}
-	var recs []ledger.Record
-	for _, rec := range all {
-		if rec.Holder.Pod == key {
-			recs = append(recs, rec)
+	rep := podReport(namespace, name, pod, ep, indexRecords(all), now)
+	if rep == nil {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name)
+	}
+	return rep, nil
+}
+
+// Pods reports each of pods as Pod does, reading the records once and the endpoints
+// of namespace ("" for every namespace) once.
+func Pods(ctx context.Context, r client.Reader, namespace string, pods []corev1.Pod, now time.Time) ([]PodReport, error) {
+	var eps v2beta1.SpiderEndpointList
+	if err := r.List(ctx, &eps, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("list SpiderEndpoints: %w", err)
+	}
+	byName := map[string]*v2beta1.SpiderEndpoint{}
+	for i := range eps.Items {
+		byName[eps.Items[i].Namespace+"/"+eps.Items[i].Name] = &eps.Items[i]
+	}
+	all, _, err := ledger.List(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	idx := indexRecords(all)
+	out := make([]PodReport, 0, len(pods))
+	for i := range pods {
+		p := &pods[i]
+		if rep := podReport(p.Namespace, p.Name, p, byName[p.Namespace+"/"+p.Name], idx, now); rep != nil {
+			out = append(out, *rep)
 		}
 	}
+	return out, nil
+}
+
+// records indexes every record by its pod's name and by pool and address.
+type records struct {
+	byPod  map[string][]ledger.Record
+	byAddr map[string]ledger.Record
+}
+
+func indexRecords(all []ledger.Record) records {
+	idx := records{byPod: map[string][]ledger.Record{}, byAddr: map[string]ledger.Record{}}
+	for _, rec := range all {
+		idx.byPod[rec.Holder.Pod] = append(idx.byPod[rec.Holder.Pod], rec)
+		idx.byAddr[rec.Pool+"/"+rec.Addr.String()] = rec
+	}
+	return idx
+}
+
+// podReport reports pod namespace/name from the pod (nil when gone), its endpoint (nil
+// when none) and the records; nil when there is nothing of it.
+func podReport(namespace, name string, pod *corev1.Pod, ep *v2beta1.SpiderEndpoint, idx records, now time.Time) *PodReport {
+	key := namespace + "/" + name
+	recs := idx.byPod[key]
 	rep := &PodReport{Namespace: namespace, Name: name}
 	switch {
 	case pod != nil:
@@ -92,7 +139,7 @@ func Pod(ctx context.Context, r client.Reader, namespace, name string, now time.
 	case len(recs) > 0:
 		rep.UID, rep.Holder = recs[0].Holder.PodUID, Holder{State: StateGone, Detail: "no pod " + key}
 	default:
-		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name)
+		return nil
 	}
 	if ep != nil {
 		rep.EndpointUID = ep.Status.Current.UID
@@ -109,14 +156,10 @@ func Pod(ctx context.Context, r client.Reader, namespace, name string, now time.
 		}
 		rep.Problems = append(rep.Problems, fmt.Sprintf("pool %s records %s on %s for pod UID %s, not this pod", rec.Pool, rec.Addr, rec.Holder.Interface, rec.Holder.PodUID))
 	}
-	byAddr := map[string]ledger.Record{}
-	for _, rec := range all {
-		byAddr[rec.Pool+"/"+rec.Addr.String()] = rec
-	}
 	for _, i := range interfacesOf(pod, ep, mine) {
-		rep.Interfaces = append(rep.Interfaces, interfaceReport(i, ep, mine, byAddr))
+		rep.Interfaces = append(rep.Interfaces, interfaceReport(i, ep, mine, idx.byAddr))
 	}
-	return rep, nil
+	return rep
 }
 
 // interfacesOf lists the pod's interfaces: those its networks annotation gives, in

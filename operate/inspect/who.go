@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,7 +70,7 @@ func Who(ctx context.Context, r client.Reader, addr netip.Addr, now time.Time) (
 	if len(in) == 0 {
 		return nil, fmt.Errorf("%s: %w, and no pool's subnet contains it", addr, ErrNotAllocated)
 	}
-	return nil, fmt.Errorf("%s: %w (subnet of pool %v)", addr, ErrNotAllocated, in)
+	return nil, fmt.Errorf("%s: %w (in the subnet of %s %s)", addr, ErrNotAllocated, map[bool]string{true: "pool", false: "pools"}[len(in) == 1], strings.Join(in, ", "))
 }
 
 func holding(ctx context.Context, r client.Reader, rec ledger.Record, now time.Time) (Holding, error) {

@@ -191,10 +191,14 @@ func TestMigrateFromSpiderpool(t *testing.T) {
 		g.Expect(code).To(Equal(1), "%s released", a)
 		g.Expect(errOut).To(ContainSubstring("not allocated"))
 	}
-	var rep inspect.PodReport
+	var list struct {
+		Items []struct{ Status inspect.PodReport }
+	}
 	out, _, code = kubectl(t, "pod", "web", "-n", appNS, "-o", "json")
 	g.Expect(code).To(Equal(0))
-	g.Expect(json.Unmarshal([]byte(out), &rep)).To(Succeed())
+	g.Expect(json.Unmarshal([]byte(out), &list)).To(Succeed())
+	g.Expect(list.Items).To(HaveLen(1))
+	rep := list.Items[0].Status
 	g.Expect(rep.Interfaces).To(HaveLen(2))
 	g.Expect(rep.Interfaces[0].Addresses).To(HaveLen(1), "eth0 keeps its address")
 	g.Expect(rep.Interfaces[1].Addresses).To(BeEmpty(), "net1 holds nothing")

@@ -26,7 +26,12 @@ const (
 	PoolStatusPolicy = "spiderippool-status.nicpool.io"
 	PodsPolicy       = "pods.nicpool.io"
 	BlocksPolicy     = "ipblocks.nicpool.io"
+	LeasesPolicy     = "leases.nicpool.io"
 )
+
+// HeartbeatLeasePrefix begins the name of each node's heartbeat Lease, which that
+// node's ipamd renews (ipamd/daemon.LeaseName).
+const HeartbeatLeasePrefix = "nicpool-ipamd-"
 
 // OverrideVerb is the verb on ipblocks (group ipam.nicpool.io) that lets a principal
 // other than nicpool's service accounts write allocation records: no role grants it
@@ -68,6 +73,9 @@ var SpiderSubnetAnnotations = []string{
 //     entry it was turned into) and, when a StatefulSet controls it, nicpool's
 //     endpoint stamp: what the mutating webhook leaves. A pod with a SpiderSubnet
 //     annotation is refused.
+//   - An ipamd writes only its own node's heartbeat Lease (HeartbeatLeasePrefix and
+//     the node its token names): never the webhook's leader election Lease, nor
+//     another node's heartbeat.
 func Policies(o Options) ([]*admissionregistrationv1.ValidatingAdmissionPolicy, []*admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	o = o.withDefaults()
 	policies := []*admissionregistrationv1.ValidatingAdmissionPolicy{
@@ -75,6 +83,7 @@ func Policies(o Options) ([]*admissionregistrationv1.ValidatingAdmissionPolicy, 
 		policy(PoolStatusPolicy, poolStatusSpec(o)),
 		policy(PodsPolicy, podsSpec()),
 		policy(BlocksPolicy, blocksSpec(o)),
+		policy(LeasesPolicy, leasesSpec(o)),
 	}
 	bindings := make([]*admissionregistrationv1.ValidatingAdmissionPolicyBinding, 0, len(policies))
 	for _, p := range policies {
@@ -289,6 +298,22 @@ func poolStatusSpec(o Options) admissionregistrationv1.ValidatingAdmissionPolicy
 		MatchConstraints: constraints([]string{v2beta1.GroupVersion.Group}, "spiderippools/status", admissionregistrationv1.ClusterScope, admissionregistrationv1.Update),
 		Variables:        writerVariables(o),
 		Validations:      []admissionregistrationv1.Validation{onlyNicpool(o, "SpiderIPPool status")},
+	}
+}
+
+// leasesSpec confines ipamd's Lease writes to its own node's heartbeat.
+func leasesSpec(o Options) admissionregistrationv1.ValidatingAdmissionPolicySpec {
+	return admissionregistrationv1.ValidatingAdmissionPolicySpec{
+		MatchConstraints: constraints([]string{"coordination.k8s.io"}, "leases", admissionregistrationv1.NamespacedScope, admissionregistrationv1.Create, admissionregistrationv1.Update),
+		MatchConditions: []admissionregistrationv1.MatchCondition{{
+			Name: "ipamd", Expression: "request.userInfo.username == " + cel(serviceAccountUser(o.Namespace, IpamdServiceAccount)),
+		}},
+		Variables: writerVariables(o),
+		Validations: []admissionregistrationv1.Validation{{
+			Expression: "variables.node != '' && object.metadata.name == " + cel(HeartbeatLeasePrefix) + " + variables.node",
+			Reason:     ptrTo(metav1.StatusReasonForbidden),
+			Message:    fmt.Sprintf("%s writes only the heartbeat Lease of its own node (%sNODE, NODE as its token names it)", IpamdServiceAccount, HeartbeatLeasePrefix),
+		}},
 	}
 }
 
