@@ -96,17 +96,36 @@ func addrString(v invariants.Violation) string {
 	return v.Address.String()
 }
 
-// repairOf is the command that repairs a violation, or shows what holds the address
-// it concerns; empty when there is none to give.
+// repairOf is the command that repairs a violation, or says exactly why none can
+// and what to do instead; every kind of violation has one.
 func repairOf(v invariants.Violation) string {
-	switch {
-	case v.Kind == invariants.RecordGone:
-		return "kubectl nicpool release " + v.Address.String() + " --force"
-	case v.Kind == invariants.EndpointGone:
-		ns, name, _ := strings.Cut(v.Endpoint, "/")
-		return fmt.Sprintf("kubectl delete spiderendpoint -n %s %s (nicpool's garbage collector does it when it runs)", ns, name)
-	case v.Address.IsValid():
-		return "kubectl nicpool who " + v.Address.String() + " (shows each holder and whether it is gone)"
+	addr := addrString(v)
+	ns, name, _ := strings.Cut(v.Pod, "/")
+	who := "kubectl nicpool who " + addr
+	switch v.Kind {
+	case invariants.RecordGone:
+		return "kubectl nicpool release " + addr + " --force"
+	case invariants.EndpointGone:
+		en, ename, _ := strings.Cut(v.Endpoint, "/")
+		return fmt.Sprintf("nicpool's garbage collector deletes it when it runs; only nicpool's service accounts may write SpiderEndpoints, so otherwise a cluster admin runs: kubectl delete spiderendpoint -n %s %s", en, ename)
+	case invariants.EndpointUnrecorded:
+		return fmt.Sprintf("kubectl delete pod -n %s %s: no record holds %s, so another pod may be given it; the pod's next incarnation gets a recorded address (nicpool does not write a record for an address it did not hand out)", ns, name, addr)
+	case invariants.EndpointMismatch, invariants.EndpointOtherPod:
+		return fmt.Sprintf("%s shows the pod the record names; when that pod is gone, kubectl nicpool release %s --force frees it; when it is live, two pods use %s: delete pod %s (kubectl delete pod -n %s %s) and it gets an address of its own", who, addr, addr, v.Pod, ns, name)
+	case invariants.InTwoPools, invariants.TwoAddresses:
+		return fmt.Sprintf("%s shows each record; kubectl nicpool release ADDRESS --force frees the one whose pod is gone; with both pods live, delete one of them (kubectl delete pod -n NAMESPACE NAME)", who)
+	case invariants.NoInterface, invariants.NoPodUID:
+		return fmt.Sprintf("cannot be repaired automatically: nicpool never writes such a record (it was written by hand or by another tool); %s shows its pod, and kubectl nicpool release %s --force frees it once that pod is gone", who, addr)
+	case invariants.EndpointInterface, invariants.EndpointMalformed:
+		return fmt.Sprintf("cannot be repaired automatically: only nicpool's service accounts write SpiderEndpoints and they never write this; delete pod %s (kubectl delete pod -n %s %s) so that its endpoint is written again", v.Pod, ns, name)
+	case invariants.Malformed:
+		if addr != "" {
+			return fmt.Sprintf("cannot be repaired automatically: IPBlock %s was written by hand; %s shows the address's holder, and kubectl nicpool release %s --force rewrites the block without it once its pod is gone", v.Block, who, addr)
+		}
+		return fmt.Sprintf("cannot be repaired automatically: IPBlock %s was written by hand; releasing any of its addresses (kubectl nicpool release ADDRESS --force) writes it again with counts that agree, or a cluster admin corrects it (kubectl edit ipblock %s)", v.Block, v.Block)
 	}
-	return ""
+	if addr != "" {
+		return who + " (shows each holder and whether it is gone)"
+	}
+	return "cannot be repaired automatically: " + v.Message
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -132,4 +133,91 @@ func TestCheckCatchesAHandCorruptedPool(t *testing.T) {
 	g.Expect(kubectlJSON(t, &hs, "who", addr.String())).To(Equal(0), "the real pod keeps its address")
 	g.Expect(hs[0].PodUID).To(Equal(string(pod.UID)))
 	g.Expect(strings.Count(out, "check-v4")).To(Equal(0))
+}
+
+// release --from-report frees only what every report and a check now find held by a
+// gone pod; --dry-run writes nothing.
+func TestReleaseFromReports(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "reports")
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("reports-v4", "10.44.0.0/16", []string{"10.44.0.10-10.44.0.14"}))
+	pod := runPod(t, ns, "real", nic{name: "eth0", v4: "reports-v4"})
+	real := endpointAddr(t, pod, "eth0", 4)
+	ghostIn := func(addr string) {
+		t.Helper()
+		var blocks ipamv1alpha1.IPBlockList
+		g.Expect(env.Client.List(ctx, &blocks, client.MatchingFields{ipamv1alpha1.FieldPool: "reports-v4"})).To(Succeed())
+		g.Expect(blocks.Items).To(HaveLen(1))
+		blk := &blocks.Items[0]
+		blk.Status.Allocations[addr] = v2beta1.PoolIPAllocation{Pod: ns + "/ghost-" + addr, PodUID: "ghost-" + addr, Interface: "eth0"}
+		g.Expect(env.Client.Update(ctx, blk)).To(Succeed())
+	}
+	free := []string{}
+	for _, a := range []string{"10.44.0.13", "10.44.0.14", "10.44.0.12"} {
+		if a != real {
+			free = append(free, a)
+		}
+	}
+	first, second := free[0], free[1]
+	dir := t.TempDir()
+	report := func(name string) string {
+		t.Helper()
+		out, errOut, code := kubectl(t, "check", "-o", "json")
+		g.Expect(code).To(Equal(cli.ExitFinding), errOut)
+		path := dir + "/" + name
+		g.Expect(os.WriteFile(path, []byte(out), 0o600)).To(Succeed())
+		return path
+	}
+	ghostIn(first)
+	r1 := report("r1.json")
+	ghostIn(second)
+	r2 := report("r2.json")
+
+	_, errOut, code := kubectl(t, "release", "--from-report", r1, "--force")
+	g.Expect(code).To(Equal(cli.ExitError))
+	g.Expect(errOut).To(ContainSubstring("less than --min-interval 5m0s: take it again later"))
+
+	out, errOut, code := kubectl(t, "release", "--from-report", r1, "--from-report", r2, "--dry-run", "--min-interval=0s")
+	t.Logf("release --from-report r1 --from-report r2 --dry-run\n%s%s", out, errOut)
+	g.Expect(code).To(Equal(0), errOut)
+	// (Records other tests left to pods that are gone are released too: rightly.)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	g.Expect(lines).To(ContainElement(fmt.Sprintf("would release %s of pool reports-v4, held by pod %s/ghost-%s (UID ghost-%s) interface eth0 (gone (no pod %s/ghost-%s))", first, ns, first, first, ns, first)))
+	g.Expect(out).NotTo(ContainSubstring(second))
+	g.Expect(out).NotTo(ContainSubstring(" " + real + " "))
+	var hs []inspect.Holding
+	kubectlJSON(t, &hs, "who", first)
+	g.Expect(hs).To(HaveLen(1), "a dry run writes nothing")
+
+	out, errOut, code = kubectl(t, "release", "--from-report", r1, "--from-report", r2, "--force", "--min-interval=0s")
+	g.Expect(code).To(Equal(0), errOut)
+	g.Expect(strings.Split(out, "\n")).To(ContainElement(HavePrefix("released " + first + " of pool reports-v4")))
+	g.Expect(out).NotTo(ContainSubstring(second))
+	_, errOut, code = kubectl(t, "who", first)
+	g.Expect(code).To(Equal(cli.ExitFinding))
+	g.Expect(errOut).To(ContainSubstring(first + ": not allocated"))
+	hs = nil
+	kubectlJSON(t, &hs, "who", second)
+	g.Expect(hs).To(HaveLen(1), "only in the second report: kept")
+	g.Expect(kubectlJSON(t, &hs, "who", real)).To(Equal(0), "the live pod keeps its address")
+	g.Expect(hs[0].PodUID).To(Equal(string(pod.UID)))
+
+	// A single address: --dry-run, then a live holder refused.
+	out, _, code = kubectl(t, "release", second, "--dry-run")
+	g.Expect(code).To(Equal(0))
+	g.Expect(out).To(HavePrefix("would release " + second))
+	_, errOut, code = kubectl(t, "release", real, "--dry-run")
+	g.Expect(code).To(Equal(cli.ExitFinding))
+	g.Expect(errOut).To(ContainSubstring("refused to release " + real + ", nothing was written: pool reports-v4: pod " + ns + "/real"))
+	out, _, code = kubectl(t, "release", second, "--force")
+	g.Expect(code).To(Equal(0), out)
+
+	_, errOut, code = kubectl(t, "release", "--from-report", dir+"/missing.json", "--force")
+	g.Expect(code).To(Equal(cli.ExitError))
+	g.Expect(errOut).To(ContainSubstring("--from-report: open "))
+	g.Expect(os.WriteFile(dir+"/pools.json", []byte(`{"apiVersion":"nicpool.io/v1alpha1","kind":"PoolUsageList","items":[]}`), 0o600)).To(Succeed())
+	_, errOut, code = kubectl(t, "release", "--from-report", dir+"/pools.json", "--force")
+	g.Expect(code).To(Equal(cli.ExitError))
+	g.Expect(errOut).To(ContainSubstring(`kind "PoolUsageList": want nicpool.io/v1alpha1 ViolationList`))
 }

@@ -26,6 +26,14 @@ type Decision struct {
 	Released bool `json:"released"`
 	// Refused says why the record is kept; empty when it may go.
 	Refused string `json:"refused,omitempty"`
+	// WouldRelease is true, in a dry run, when the record would be removed.
+	WouldRelease bool `json:"wouldRelease,omitempty"`
+}
+
+// Options change what Release does.
+type Options struct {
+	// DryRun judges every record and writes nothing.
+	DryRun bool
 }
 
 // Release frees addr when no pod can still be using it: each record of the address is
@@ -34,8 +42,8 @@ type Decision struct {
 // StatefulSet ordinal that will come back for the address. It writes nothing when any
 // record is kept, and through the ledger otherwise, each record only while it still
 // names the holder that was judged. It fails with inspect.ErrNotAllocated when no
-// record holds addr.
-func Release(ctx context.Context, c client.Client, addr netip.Addr, now time.Time, log logr.Logger) ([]Decision, error) {
+// record holds addr. In a dry run it judges and writes nothing.
+func Release(ctx context.Context, c client.Client, addr netip.Addr, now time.Time, log logr.Logger, opts Options) ([]Decision, error) {
 	hs, err := inspect.Who(ctx, c, addr, now)
 	if err != nil {
 		return nil, err
@@ -64,6 +72,12 @@ func Release(ctx context.Context, c client.Client, addr netip.Addr, now time.Tim
 		out = append(out, d)
 	}
 	if refused {
+		return out, nil
+	}
+	if opts.DryRun {
+		for i := range out {
+			out[i].WouldRelease = true
+		}
 		return out, nil
 	}
 	l := ledger.New(ledger.Options{Cache: c, Client: c, Fresh: c, Log: log})
