@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -99,7 +100,8 @@ func TestAPIServer(t *testing.T) {
 			t.Fatalf("create pool: %v", err)
 		}
 		pool.Status = v2beta1.IPPoolStatus{
-			AllocatedIPs:     v2beta1.PoolIPAllocations{"10.6.0.10": {Pod: "default/web-0", PodUID: "uid-1", Interface: "eth0"}},
+			AllocatedIPs:     ptr.To(`{"10.6.0.10":{"pod":"default/web-0","podUid":"uid-1"}}`),
+			AllocatedIPsFrom: v2beta1.AllocatedIPsFromBlocks,
 			AllocatedIPCount: ptr.To(int64(1)),
 			TotalIPCount:     ptr.To(int64(11)),
 		}
@@ -219,15 +221,15 @@ spec:
 		}
 	})
 
-	t.Run("pool status entry without interface is refused", func(t *testing.T) {
+	t.Run("status.allocatedIPs is spiderpool's string, not an object", func(t *testing.T) {
 		pool := &v2beta1.SpiderIPPool{}
 		if err := c.Get(ctx, client.ObjectKey{Name: "roundtrip-v4"}, pool); err != nil {
 			t.Fatal(err)
 		}
-		pool.Status.AllocatedIPs["10.6.0.11"] = v2beta1.PoolIPAllocation{Pod: "default/x", PodUID: "u2"}
-		err := c.Status().Update(ctx, pool)
-		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "interface") {
-			t.Errorf("an allocation without interface (spiderpool bug 1) must be refused, got %v", err)
+		patch := []byte(`{"status":{"allocatedIPs":{"10.6.0.11":{"pod":"default/x","podUid":"u2","interface":"eth0"}}}}`)
+		err := c.Status().Patch(ctx, pool, client.RawPatch(types.MergePatchType, patch))
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "status.allocatedIPs") || !strings.Contains(err.Error(), "string") {
+			t.Errorf("an object status.allocatedIPs must be refused as not a string, got %v", err)
 		}
 	})
 

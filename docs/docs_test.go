@@ -614,7 +614,8 @@ func TestMetricsReference(t *testing.T) {
 	}
 }
 
-// eventReasons are the reasons of the Events ipamd records on pods.
+// eventReasons are the reasons of the Events ipamd records on pods and the pool
+// counter on pools.
 func eventReasons(t *testing.T) []string {
 	t.Helper()
 	re := regexp.MustCompile(`s\.event\([a-z]+, "([A-Za-z]+)"`)
@@ -639,6 +640,14 @@ func eventReasons(t *testing.T) []string {
 	}
 	if len(out) == 0 {
 		t.Fatal("no Event reason found in ipamd/service")
+	}
+	// The pool counter's, on pools.
+	counter := regexp.MustCompile(`Event[A-Za-z]+ = "([A-Za-z]+)"`).FindAllStringSubmatch(read(t, "webhook/controller/poolcount/poolcount.go"), -1)
+	if len(counter) == 0 {
+		t.Fatal("no Event reason found in webhook/controller/poolcount")
+	}
+	for _, m := range counter {
+		out = append(out, m[1])
 	}
 	return out
 }

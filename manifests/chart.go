@@ -412,6 +412,18 @@ func templated(o *unstructured.Unstructured, values *chartValues) ([]byte, error
 		if len(gc) != 3 {
 			return nil, fmt.Errorf("the webhook's args set %d of the 3 garbage-collection flags", len(gc))
 		}
+		const refuse = "--refuse-pool-delete-while-allocated="
+		refused := false
+		for i, a := range args {
+			if s, ok := a.(string); ok && strings.HasPrefix(s, refuse) {
+				w["refusePoolDeleteWhileAllocated"] = strings.TrimPrefix(s, refuse) == "true"
+				args[i] = put(token{expr: fmt.Sprintf("{{ printf \"%s%%t\" .Values.webhook.refusePoolDeleteWhileAllocated | quote }}", refuse)})
+				refused = true
+			}
+		}
+		if !refused {
+			return nil, fmt.Errorf("the webhook's args do not set %s", refuse)
+		}
 		w["gc"] = gc
 		if err := portValues(c, "webhook", w, put, map[string]string{"webhook": "--webhook-port=", "metrics": "--metrics-bind-address=:", "health": "--health-probe-bind-address=:"}); err != nil {
 			return nil, err

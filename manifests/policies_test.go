@@ -246,7 +246,7 @@ func TestOnlyNicpoolWritesEndpointsAndAllocations(t *testing.T) {
 	pool := fixtures.Pool("writers-v4", "10.9.0.0/24", []string{"10.9.0.5-10.9.0.9"})
 	works("the admin creates a pool", e.Client.Create(ctx, pool))
 	t.Cleanup(func() { _ = e.Client.Delete(context.Background(), pool) })
-	pool.Status.AllocatedIPs = v2beta1.PoolIPAllocations{"10.9.0.5": {Pod: ns + "/db-0", PodUID: "pod-a", Interface: "eth0"}}
+	pool.Status.AllocatedIPs = ptr.To(`{"10.9.0.5":{"pod":"` + ns + `/db-0","podUid":"pod-a"}}`)
 	if err := alice.Status().Update(ctx, pool.DeepCopy()); !refusedByPolicy(err, configs.PoolStatusPolicy) {
 		t.Errorf("alice writes allocation records: %v; want Forbidden by %s", err, configs.PoolStatusPolicy)
 	}

@@ -43,6 +43,7 @@ const (
 // +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderendpoints,verbs=get;list;watch
 // +kubebuilder:rbac:groups=spiderpool.spidernet.io,resources=spiderreservedips,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=k8s.cni.cncf.io,resources=network-attachment-definitions,verbs=get;list;watch
 
 // NewScheme returns the scheme nicpool's webhook serves: core Kubernetes types,
@@ -55,6 +56,10 @@ type Options struct {
 	// ClusterNetworkNicpool says that nicpool is the IPAM of the cluster network (the
 	// pods' eth0): admission then warns of a pod whose ippools leave eth0 out.
 	ClusterNetworkNicpool bool
+	// RefusePoolDeleteWhileAllocated refuses the DELETE of a pool that still holds
+	// addresses. Off, a DELETE is accepted as spiderpool accepts it, and the pool's
+	// finalizer keeps the pool, serving nothing new, until its last address is released.
+	RefusePoolDeleteWhileAllocated bool
 }
 
 // Setup registers every nicpool webhook on the manager's webhook server, feeds the
@@ -82,7 +87,7 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) (*views.All, err
 
 	scheme := mgr.GetScheme()
 	register(configs.MutatePoolPath, MutatePool, admission.WithDefaulter[*v2beta1.SpiderIPPool](scheme, pool.Defaulter{}).Handler)
-	register(configs.ValidatePoolPath, ValidatePool, admission.WithValidator[*v2beta1.SpiderIPPool](scheme, &pool.Validator{Reader: mgr.GetAPIReader()}).Handler)
+	register(configs.ValidatePoolPath, ValidatePool, admission.WithValidator[*v2beta1.SpiderIPPool](scheme, &pool.Validator{Reader: mgr.GetAPIReader(), RefuseDeleteWhileAllocated: o.RefusePoolDeleteWhileAllocated}).Handler)
 	// Earlier releases registered webhooks on these paths; their checks are now
 	// ValidatingAdmissionPolicies (configs.Policies). Until an upgrade has replaced the
 	// old ValidatingWebhookConfiguration, the API server may still call them: admit.

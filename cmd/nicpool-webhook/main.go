@@ -80,6 +80,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect one replica to run the cluster controllers and certificate rotation (set with more than one replica)")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "nicpool-webhook", "name of the leader election Lease in --namespace")
 	fs.BoolVar(&o.admission.ClusterNetworkNicpool, "cluster-network-nicpool", false, "nicpool is the IPAM of the cluster network (eth0): warn at admission of a pod whose ipam.spidernet.io/ippools leaves eth0 out (its ADD fails)")
+	fs.BoolVar(&o.admission.RefusePoolDeleteWhileAllocated, "refuse-pool-delete-while-allocated", false, "refuse the DELETE of a SpiderIPPool that still holds addresses; off (spiderpool's default), a DELETE is accepted and the pool's finalizer keeps it, serving nothing new, until its last address is released")
 	o.gc.BindFlags(fs)
 }
 

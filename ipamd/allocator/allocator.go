@@ -68,14 +68,30 @@ type Range struct {
 }
 
 // Refusal is why a pool hands out no new address to anyone: it is being deleted or
-// disabled (eligibility.Closed), or nil. Allocations of addresses the owner already
-// holds still answer with them: a retried ADD is no new allocation.
+// disabled (eligibility.Closed), its stored status does not decode, or its
+// status.allocatedIPs still holds spiderpool's records, which no block has yet; or nil.
+// Allocations of addresses the owner already holds still answer with them: a retried
+// ADD is no new allocation.
 func Refusal(pool *v2beta1.SpiderIPPool) error {
 	if err := eligibility.Closed(pool); err != nil {
 		return fmt.Errorf("allocate from pool %s: %w", pool.Name, err)
 	}
+	if pool.Status.Unreadable != "" {
+		return fmt.Errorf("allocate from pool %s: %w (%s): repair or remove the pool's status", pool.Name, ErrStatusUnreadable, pool.Status.Unreadable)
+	}
+	if pool.Status.SpiderpoolRecords() {
+		return fmt.Errorf("allocate from pool %s: %w: finish the migration with kubectl nicpool migrate from-spiderpool --apply", pool.Name, ErrSpiderpoolRecords)
+	}
 	return nil
 }
+
+// Refusals of pools whose status nicpool cannot use.
+var (
+	// ErrStatusUnreadable: the pool's stored status does not decode.
+	ErrStatusUnreadable = errors.New("its status does not decode")
+	// ErrSpiderpoolRecords: status.allocatedIPs holds spiderpool's records, not migrated.
+	ErrSpiderpoolRecords = errors.New("its status.allocatedIPs holds spiderpool's records, not moved into IPBlocks yet")
+)
 
 // NewRange computes the range of a pool. reserved may be nil.
 func NewRange(pool *v2beta1.SpiderIPPool, reserved *netipx.IPSet) (*Range, error) {

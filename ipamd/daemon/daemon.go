@@ -99,6 +99,7 @@ func New(cfg *rest.Config, opts Options) (*Daemon, error) {
 			&corev1.Node{}:            {Field: fields.OneTermEqualSelector("metadata.name", opts.NodeName)},
 			&v2beta1.SpiderEndpoint{}: {Field: fields.OneTermEqualSelector("status.current.node", opts.NodeName)},
 			&ipamv1alpha1.IPBlock{}:   {Field: fields.OneTermEqualSelector(ipamv1alpha1.FieldNode, opts.NodeName)},
+			&v2beta1.SpiderIPPool{}:   {Transform: TransformPool(opts.Log.WithValues("node", opts.NodeName))},
 		},
 	})
 	if err != nil {
@@ -184,4 +185,27 @@ func (d *Daemon) Start(ctx context.Context) (<-chan error, error) {
 		go d.checkRecords(ctx, interval)
 	}
 	return done, nil
+}
+
+// TransformPool is how ipamd caches a pool: without managedFields, and without the
+// string of records nicpool's pool counter writes into status.allocatedIPs (a copy of
+// the blocks, up to 512 KiB, that ipamd never reads); spiderpool's own string, not
+// migrated yet, is kept, as it closes the pool (allocator.Refusal). A pool whose status
+// does not decode is logged by name: it alone serves nothing.
+func TransformPool(log logr.Logger) toolscache.TransformFunc {
+	strip := cache.TransformStripManagedFields()
+	return func(o any) (any, error) {
+		o, err := strip(o)
+		if p, ok := o.(*v2beta1.SpiderIPPool); ok && err == nil {
+			if p.Status.Unreadable != "" {
+				log.Info("pool's status does not decode: the pool serves nothing until it is repaired; every other pool serves", "pool", p.Name, "problem", p.Status.Unreadable)
+			}
+			if p.Status.SpiderpoolRecords() {
+				log.Info("pool's status.allocatedIPs holds spiderpool's records, not moved into IPBlocks yet: the pool serves nothing until kubectl nicpool migrate from-spiderpool --apply moves them", "pool", p.Name)
+			} else {
+				p.Status.AllocatedIPs = nil
+			}
+		}
+		return o, err
+	}
 }

@@ -25,12 +25,8 @@ func TestInvariantCheckerReportsViolations(t *testing.T) {
 	var made []*v2beta1.SpiderIPPool
 	for _, name := range []string{"broken-1", "broken-2"} {
 		fixtures.CreatePool(t, env.Client, fixtures.Pool(name, "10.99.0.0/16", []string{"10.99.0.1-10.99.0.9"}))
-		p := fixtures.GetPool(t, env.Client, name)
-		p.Status.AllocatedIPs = recs
-		if err := env.Client.Status().Update(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		made = append(made, p)
+		fixtures.WriteOlderLayout(t, env.Client, name, recs)
+		made = append(made, fixtures.GetPool(t, env.Client, name))
 		recs = v2beta1.PoolIPAllocations{"10.99.0.2": {Pod: "broken/c", PodUID: "uid-c", Interface: "eth0"}} // I3 with broken-1
 	}
 	ep := &v2beta1.SpiderEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: "broken", Name: "gone"},
@@ -70,11 +66,8 @@ func TestInvariantCheckerReportsRecordOfAnotherPod(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, "i8")
 	fixtures.CreatePool(t, env.Client, fixtures.Pool("i8", "172.22.0.0/16", []string{"172.22.0.1-172.22.0.9"}))
+	fixtures.WriteOlderLayout(t, env.Client, "i8", v2beta1.PoolIPAllocations{"172.22.0.1": {Pod: "i8/real", PodUID: "uid-real", Interface: "eth0"}})
 	p := fixtures.GetPool(t, env.Client, "i8")
-	p.Status.AllocatedIPs = v2beta1.PoolIPAllocations{"172.22.0.1": {Pod: "i8/real", PodUID: "uid-real", Interface: "eth0"}}
-	if err := env.Client.Status().Update(ctx, p); err != nil {
-		t.Fatal(err)
-	}
 	ep := &v2beta1.SpiderEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: "i8", Name: "other"},
 		Status: v2beta1.WorkloadEndpointStatus{Current: v2beta1.PodIPAllocation{UID: "uid-real", IPs: []v2beta1.IPAllocationDetail{
 			{Interface: "eth0", IPv4: ptr("172.22.0.1/16"), IPv4Pool: ptr("i8")}}}}}

@@ -178,7 +178,7 @@ func TestPoolFieldsAreCanonicalOrRefused(t *testing.T) {
 	if ep := getEndpoint(t, "fields", "app"); ep == nil || len(ep.Status.Current.IPs) != 1 || deref(ep.Status.Current.IPs[0].IPv4Gateway) != "172.26.0.1" {
 		t.Errorf("endpoint records %+v, want eth0 with gateway 172.26.0.1", ep)
 	}
-	if n := len(fixtures.GetPool(t, env.Client, "fields-broken").Status.AllocatedIPs); n != 0 {
+	if n := len(records(t, "fields-broken")); n != 0 {
 		t.Errorf("the refused pool holds %d addresses", n)
 	}
 	only := createPod(t, "fields", "only", "fields-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["fields-broken"]}]`))
@@ -187,7 +187,7 @@ func TestPoolFieldsAreCanonicalOrRefused(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Code != api.CodeNoPool || !strings.Contains(ae.Error(), "spec.routes[0].gw") {
 		t.Errorf("ADD from the broken pool alone: %v, want code %d naming spec.routes[0].gw", err, api.CodeNoPool)
 	}
-	if n := len(fixtures.GetPool(t, env.Client, "fields-broken").Status.AllocatedIPs); n != 0 {
+	if n := len(records(t, "fields-broken")); n != 0 {
 		t.Errorf("the refused pool holds %d addresses", n)
 	}
 	checkInvariants(t, false)

@@ -73,16 +73,11 @@ func upgradeFromPoolStatus(tb testing.TB, name, prefix16 string, n int) time.Dur
 	if tb.Failed() {
 		tb.FailNow()
 	}
-	p := fixtures.GetPool(tb, env.Client, name)
-	p.Status.AllocatedIPs = v2beta1.PoolIPAllocations{}
+	older := v2beta1.PoolIPAllocations{}
 	for i, pod := range pods {
-		p.Status.AllocatedIPs[netip.MustParsePrefix(had[i]).Addr().String()] = v2beta1.PoolIPAllocation{Pod: name + "/" + pod.Name, PodUID: string(pod.UID), Interface: "eth0"}
+		older[netip.MustParsePrefix(had[i]).Addr().String()] = v2beta1.PoolIPAllocation{Pod: name + "/" + pod.Name, PodUID: string(pod.UID), Interface: "eth0"}
 	}
-	count := int64(n)
-	p.Status.AllocatedIPCount = &count
-	if err := env.Client.Status().Update(ctx, p); err != nil {
-		tb.Fatal(err)
-	}
+	fixtures.WriteOlderLayout(tb, env.Client, name, older)
 
 	began := time.Now()
 	d, _ := startDaemon(tb, node)
@@ -105,7 +100,7 @@ func upgradeFromPoolStatus(tb testing.TB, name, prefix16 string, n int) time.Dur
 			tb.Errorf("record of %s after the upgrade: %+v, want %s's", pfx.Addr(), rec, pod.Name)
 		}
 	}
-	if left := len(fixtures.GetPool(tb, env.Client, name).Status.AllocatedIPs); left != 0 {
+	if left := len(fixtures.GetPool(tb, env.Client, name).Status.OlderLayout); left != 0 {
 		tb.Errorf("the pool's status still holds %d records of the older layout", left)
 	}
 	fresh := createPod(tb, name, "new", node, sel)

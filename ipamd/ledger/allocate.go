@@ -105,7 +105,7 @@ func (l *Ledger) ready(ctx context.Context, ps *poolState) (*poolView, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(v.pool.Status.AllocatedIPs) == 0 {
+	if len(v.pool.Status.OlderLayout) == 0 {
 		return v, nil
 	}
 	if err := l.migrate(ctx, ps); err != nil {

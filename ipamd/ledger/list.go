@@ -54,7 +54,7 @@ func List(ctx context.Context, r client.Reader) ([]Record, []error, error) {
 		n += len(blocks.Items[i].Status.Allocations)
 	}
 	for i := range pools.Items {
-		n += len(pools.Items[i].Status.AllocatedIPs)
+		n += len(pools.Items[i].Status.OlderLayout)
 	}
 	out := make([]Record, 0, n)
 	var bad []error
@@ -95,7 +95,7 @@ func List(ctx context.Context, r client.Reader) ([]Record, []error, error) {
 	}
 	for _, p := range pools.Items {
 		in := "the status of pool " + p.Name
-		for key, rec := range p.Status.AllocatedIPs {
+		for key, rec := range p.Status.OlderLayout {
 			a, err := netip.ParseAddr(key)
 			if err != nil {
 				bad = append(bad, malformed("", p.Name, netip.Addr{}, "pool %s: record key %q is not an address", p.Name, key))

@@ -25,7 +25,7 @@ import (
 // the cache catching up with one is a pool change that brings the caller back.
 func (l *Ledger) Migrate(ctx context.Context, pool string) error {
 	cached := &v2beta1.SpiderIPPool{}
-	if err := l.opts.Cache.Get(ctx, client.ObjectKey{Name: pool}, cached); err == nil && len(cached.Status.AllocatedIPs) == 0 {
+	if err := l.opts.Cache.Get(ctx, client.ObjectKey{Name: pool}, cached); err == nil && len(cached.Status.OlderLayout) == 0 {
 		return nil
 	}
 	return l.migrate(ctx, l.poolState(pool))
@@ -39,11 +39,11 @@ func (l *Ledger) migrate(ctx context.Context, ps *poolState) error {
 		if err := l.opts.Fresh.Get(ctx, client.ObjectKey{Name: ps.name}, p); err != nil {
 			return err
 		}
-		if len(p.Status.AllocatedIPs) == 0 {
+		if len(p.Status.OlderLayout) == 0 {
 			return nil
 		}
 		// The records are of pods on every node: the blocks belong to none.
-		if err := l.importRecords(ctx, p, p.Status.AllocatedIPs, ""); err != nil {
+		if err := l.importRecords(ctx, p, p.Status.OlderLayout, ""); err != nil {
 			return fmt.Errorf("migrate the records of pool %s into blocks: %w", p.Name, err)
 		}
 		p.Status.AllocatedIPs = nil

@@ -15,27 +15,25 @@ import (
 
 // A pool holding 8,000 addresses in the older layout (status.allocatedIPs) is moved
 // into blocks in place while three nodes and the webhook all try at once: every
-// address stays with its holder, the pool's map is emptied, the counts are kept, and
-// new allocations avoid every migrated address.
+// address stays with its holder, the pool's map is emptied, and new allocations
+// avoid every migrated address.
 func TestMigrate8000RecordsInPlace(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const n = 8000
 	fixtures.CreatePool(t, env.Client, fixtures.Pool("legacy", "10.30.0.0/16", []string{"10.30.0.1-10.30.31.254"}))
-	p := fixtures.GetPool(t, env.Client, "legacy")
-	p.Status.AllocatedIPs = v2beta1.PoolIPAllocations{}
+	older := v2beta1.PoolIPAllocations{}
 	want := map[netip.Addr]v2beta1.PoolIPAllocation{}
 	a := netip.MustParseAddr("10.30.0.1")
 	for i := range n {
 		rec := v2beta1.PoolIPAllocation{Pod: fmt.Sprintf("team-%d/app-%d", i%7, i), PodUID: fmt.Sprintf("uid-legacy-%d", i), Interface: []string{"eth0", "net1"}[i%2]}
-		p.Status.AllocatedIPs[a.String()] = rec
+		older[a.String()] = rec
 		want[a] = rec
 		a = a.Next()
 	}
-	count, total := int64(n), int64(8190)
-	p.Status.AllocatedIPCount, p.Status.TotalIPCount = &count, &total
-	if err := env.Client.Status().Update(ctx, p); err != nil {
-		t.Fatal(err)
+	fixtures.WriteOlderLayout(t, env.Client, "legacy", older)
+	if p := fixtures.GetPool(t, env.Client, "legacy"); len(p.Status.OlderLayout) != n {
+		t.Fatalf("the pool reads with %d records of the older layout, want %d", len(p.Status.OlderLayout), n)
 	}
 
 	var ls []*ledger.Ledger
@@ -65,8 +63,8 @@ func TestMigrate8000RecordsInPlace(t *testing.T) {
 			t.Fatalf("%s: %+v after the migration, want %+v in a block", addr, got, rec)
 		}
 	}
-	if p := fixtures.GetPool(t, env.Client, "legacy"); len(p.Status.AllocatedIPs) != 0 || *p.Status.AllocatedIPCount != n {
-		t.Errorf("pool status after the migration: %d records, count %d", len(p.Status.AllocatedIPs), *p.Status.AllocatedIPCount)
+	if p := fixtures.GetPool(t, env.Client, "legacy"); len(p.Status.OlderLayout) != 0 || p.Status.AllocatedIPs != nil {
+		t.Errorf("pool status after the migration: %d records of the older layout, allocatedIPs %v", len(p.Status.OlderLayout), p.Status.AllocatedIPs)
 	}
 	// Again: nothing to do.
 	if err := ls[0].Migrate(ctx, "legacy"); err != nil {

@@ -83,7 +83,7 @@ func PoolRecords(ctx context.Context, r client.Reader, pool string) (v2beta1.Poo
 	if err := r.Get(ctx, client.ObjectKey{Name: pool}, p); err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	for key, rec := range p.Status.AllocatedIPs {
+	for key, rec := range p.Status.OlderLayout {
 		out[key] = rec
 	}
 	return out, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -77,8 +78,10 @@ func decodePool(u *unstructured.Unstructured) (Pool, error) {
 	var p Pool
 	raw, found, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "allocatedIPs")
 	s, isString := raw.(string)
+	// A string nicpool's pool counter wrote from the pool's blocks is no record to move.
+	from, _, _ := unstructured.NestedString(u.Object, "status", "allocatedIPsFrom")
 	obj := u
-	if found && isString {
+	if found && isString && !strings.HasPrefix(from, v2beta1.AllocatedIPsFromBlocks) {
 		obj = u.DeepCopy()
 		unstructured.RemoveNestedField(obj.Object, "status", "allocatedIPs")
 		p.Records = map[string]Record{}

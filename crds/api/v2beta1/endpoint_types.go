@@ -86,6 +86,10 @@ type IPAllocationDetail struct {
 	// +optional
 	// +listType=atomic
 	Routes []Route `json:"routes,omitempty"`
+	// MAC is the interface's MAC address ("aa:bb:cc:dd:ee:ff") when a system outside
+	// the IPAM provides one, as spiderpool records it; nicpool keeps it and never sets it.
+	// +optional
+	MAC *string `json:"mac,omitempty"`
 }
 
 // SpiderEndpointList is a list of SpiderEndpoint.

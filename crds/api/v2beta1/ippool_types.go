@@ -125,13 +125,21 @@ type Route struct {
 	Gw string `json:"gw"`
 }
 
-// IPPoolStatus records every allocated address of the pool.
+// IPPoolStatus is what the pool holds: its counts and, as spiderpool keeps it, the list
+// of its records.
 type IPPoolStatus struct {
-	// AllocatedIPs maps each allocated address (without prefix length) to its owner.
+	// AllocatedIPs is spiderpool's list of the pool's records, a JSON string of
+	// {"<address>": {"pod": "<namespace>/<name>", "podUid": "<uid>"}}. nicpool keeps the
+	// records in IPBlocks; its pool counter writes this string from them, at most a few
+	// seconds behind, and leaves it empty for a pool with more records than a pool object
+	// should carry (allocatedIPsFrom says so). A string that allocatedIPsFrom does not
+	// mark as nicpool's is spiderpool's own, not migrated yet. (Unknown fields are kept
+	// so that the object of records an older nicpool stored here is still read.)
 	// +optional
-	AllocatedIPs PoolIPAllocations `json:"allocatedIPs,omitempty"`
+	// +kubebuilder:pruning:PreserveUnknownFields
+	AllocatedIPs *string `json:"allocatedIPs,omitempty"`
 
-	// AllocatedIPCount is len(allocatedIPs).
+	// AllocatedIPCount is the number of the pool's records.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	AllocatedIPCount *int64 `json:"allocatedIPCount,omitempty"`
@@ -141,6 +149,23 @@ type IPPoolStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	TotalIPCount *int64 `json:"totalIPCount,omitempty"`
+
+	// AllocatedIPsFrom is nicpool's, written with allocatedIPs by its pool counter:
+	// "IPBlocks" when allocatedIPs lists every record of the pool's IPBlocks, or
+	// "IPBlocks, omitted: <why>" when allocatedIPs is left empty. Absent while
+	// allocatedIPs is spiderpool's own string.
+	// +optional
+	AllocatedIPsFrom string `json:"allocatedIPsFrom,omitempty"`
+
+	// OlderLayout holds the records of a pool written by an older nicpool, which kept
+	// them in status.allocatedIPs as an object; they move into blocks
+	// (ipamd/ledger.Migrate). Decoded only, never written.
+	OlderLayout PoolIPAllocations `json:"-"`
+
+	// Unreadable says why the stored status could not be decoded; the rest of the
+	// status is then empty. The pool serves nothing until its status is repaired, and
+	// no other pool is affected.
+	Unreadable string `json:"-"`
 }
 
 // PoolIPAllocations maps an address to the pod interface that holds it.

@@ -120,7 +120,7 @@ func TestPoolStatusPolicy(t *testing.T) {
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pool), p); err != nil {
 				return err
 			}
-			p.Status.AllocatedIPs = v2beta1.PoolIPAllocations{"10.121.0.10": {Pod: "default/x", PodUID: "u", Interface: "eth0"}}
+			p.Status.AllocatedIPs = ptr.To(`{"10.121.0.10":{"pod":"default/x","podUid":"u"}}`)
 			return c.Status().Update(ctx, p)
 		})
 	}

@@ -64,6 +64,10 @@ func (Defaulter) Default(_ context.Context, p *v2beta1.SpiderIPPool) error {
 // created rarely, and a fresh read makes overlap checks exact).
 type Validator struct {
 	Reader client.Reader
+	// RefuseDeleteWhileAllocated refuses the DELETE of a pool that still holds
+	// addresses. Off (spiderpool's default), a DELETE is accepted: the pool, terminating,
+	// serves nothing new and its finalizer keeps it until the last address is released.
+	RefuseDeleteWhileAllocated bool
 }
 
 var _ admission.Validator[*v2beta1.SpiderIPPool] = &Validator{}
@@ -109,12 +113,17 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, p *v2beta1.SpiderIP
 	return nil, invalid(p.Name, errs)
 }
 
-// ValidateDelete implements admission.Validator: a pool that still holds addresses
-// stays, whoever asks.
+// ValidateDelete implements admission.Validator. A pool that still holds addresses is
+// deleted the way spiderpool deletes it: the DELETE is accepted with a warning, and
+// the pool stays, terminating and serving nothing new, until its finalizer sees the
+// last address released. With RefuseDeleteWhileAllocated, such a DELETE is refused.
 func (v *Validator) ValidateDelete(ctx context.Context, p *v2beta1.SpiderIPPool) (admission.Warnings, error) {
 	recs, err := v.records(ctx, p.Name)
 	if err != nil || len(recs) == 0 {
 		return nil, err
+	}
+	if !v.RefuseDeleteWhileAllocated {
+		return admission.Warnings{fmt.Sprintf("pool %s still has %d allocated address(es) (%s): it serves nothing new and is removed once they are released", p.Name, len(recs), holders(recs, nil))}, nil
 	}
 	return nil, apierrors.NewForbidden(v2beta1.GroupVersion.WithResource("spiderippools").GroupResource(), p.Name,
 		fmt.Errorf("the pool still has %d allocated address(es) (%s): delete those pods, or wait until their addresses are released, then delete the pool", len(recs), holders(recs, nil)))

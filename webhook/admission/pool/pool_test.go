@@ -4,11 +4,13 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +20,7 @@ import (
 	"github.com/nicpool/nicpool/e2e/webhooktest"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
+	"github.com/nicpool/nicpool/webhook/admission/pool"
 )
 
 var env *webhooktest.Env
@@ -254,25 +257,57 @@ func TestPoolUpdatesAndDelete(t *testing.T) {
 		}
 		fixtures.Eventually(t, "totalIPCount 21", func() bool { return totalIPCount("upd") == 21 })
 	})
-	t.Run("delete is refused while addresses are allocated", func(t *testing.T) {
-		err := env.Client.Delete(ctx, fixtures.GetPool(t, env.Client, "upd"))
+	t.Run("with the option to refuse, a delete is refused while addresses are allocated", func(t *testing.T) {
+		refusing := &pool.Validator{Reader: env.Client, RefuseDeleteWhileAllocated: true}
+		_, err := refusing.ValidateDelete(ctx, fixtures.GetPool(t, env.Client, "upd"))
 		mustContain(t, err, "the pool still has 1 allocated address(es) (10.45.0.12 held by pod team/web-0 interface net1)", "delete those pods")
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("reason %s; want Forbidden", apierrors.ReasonForError(err))
 		}
-		if fixtures.GetPool(t, env.Client, "upd").DeletionTimestamp != nil {
-			t.Error("the pool is terminating after a refused delete")
-		}
 	})
-	t.Run("an emptied pool may be deleted; its finalizer holds it", func(t *testing.T) {
-		setAllocated(t, "upd", nil)
-		if err := env.Client.Delete(ctx, fixtures.GetPool(t, env.Client, "upd")); err != nil {
+	t.Run("a delete is accepted while addresses are allocated; the finalizer holds the pool", func(t *testing.T) {
+		// As spiderpool does: a script deleting a namespace and then its pools succeeds.
+		warnings := &recordWarnings{}
+		cfg := rest.CopyConfig(env.Config)
+		cfg.WarningHandler = warnings
+		c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+		if err != nil {
 			t.Fatal(err)
+		}
+		if err := c.Delete(ctx, fixtures.GetPool(t, env.Client, "upd")); err != nil {
+			t.Fatalf("delete of a pool holding an address: %v; want accepted", err)
 		}
 		if p := fixtures.GetPool(t, env.Client, "upd"); p.DeletionTimestamp == nil || !slices.Contains(p.Finalizers, v2beta1.PoolFinalizer) {
 			t.Errorf("deletionTimestamp %v finalizers %v; want terminating, held by %s", p.DeletionTimestamp, p.Finalizers, v2beta1.PoolFinalizer)
 		}
+		if !slices.ContainsFunc(warnings.got(), func(w string) bool {
+			return strings.Contains(w, "pool upd still has 1 allocated address(es) (10.45.0.12 held by pod team/web-0 interface net1): it serves nothing new and is removed once they are released")
+		}) {
+			t.Errorf("warnings %q; want one naming the address still held", warnings.got())
+		}
+		recs, err := ledger.PoolRecords(ctx, env.Client, "upd")
+		if err != nil || len(recs) != 1 {
+			t.Errorf("records of the terminating pool: %v %v; want the one it held", recs, err)
+		}
 	})
+}
+
+// recordWarnings keeps the API server's warnings.
+type recordWarnings struct {
+	mu sync.Mutex
+	w  []string
+}
+
+func (r *recordWarnings) HandleWarningHeader(_ int, _ string, text string) {
+	r.mu.Lock()
+	r.w = append(r.w, text)
+	r.mu.Unlock()
+}
+
+func (r *recordWarnings) got() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.w)
 }
 
 // setAllocated makes alloc the pool's allocations, written through the ledger as
