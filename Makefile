@@ -91,6 +91,8 @@ test: tools tools-runc build ## everything CI runs: vet, unit and integration te
 	cd e2e/monitoring && $(GO) vet ./... && $(GOTEST) -count=1 -timeout 30m ./...
 	@# The Helm chart with the Helm SDK: same objects as kustomize, install/upgrade/uninstall.
 	cd e2e/helm && $(GO) vet ./... && $(GOTEST) -count=1 -timeout 20m ./...
+	@# nicpool's CRDs against spiderpool v1.2.2's own, and spiderpool's Go types reading nicpool's objects.
+	cd e2e/peers/spiderpool-crds && $(GO) vet ./... && KUBEBUILDER_ASSETS=$(BIN) $(GOTEST) -count=1 -timeout 10m ./...
 
 bench: tools build ## benchmarks (limit test, admission, memory, the scale scenarios); prints figures, asserts nothing timed
 	$(GOTEST) -v -run '^$$' -bench . -benchmem -benchtime 1x -timeout 60m $$($(GO) list ./... | grep -v '/e2e/scale$$')
@@ -108,7 +110,7 @@ fuzz: ## run every fuzz target for FUZZTIME (default 60s)
 	  for f in $$(grep -h '^func Fuzz' $$spec/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
 	    echo "== $$spec $$f"; $(GOTEST) -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-60s} $$spec; done; done
 
-LINT_MODULES := e2e/monitoring e2e/helm e2e/peers/whereabouts e2e/peers/spiderpool hack/release
+LINT_MODULES := e2e/monitoring e2e/helm e2e/peers/whereabouts e2e/peers/spiderpool-crds e2e/peers/spiderpool hack/release
 lint: ## golangci-lint (built from hack/tools/lint on first use), go vet and gofmt
 	hack/tools/build.sh golangci-lint
 	$(GO) vet ./...
