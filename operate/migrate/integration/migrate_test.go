@@ -144,10 +144,25 @@ func TestMigrateFromSpiderpool(t *testing.T) {
 		"v4 10.50.0.11 app/db-0/"+uid("db-0")+" net1",
 		"v6 fd00:50::10 app/web/"+uid("web")+" net1",
 	))
+	// Each pool's allocatedIPs is spiderpool's string again, now written from the
+	// blocks (allocatedIPsFrom says so): the records it lists are the migrated ones,
+	// and no longer spiderpool's records waiting for a migration.
+	wantStatus := map[string]map[string]v2beta1.AllocatedIP{}
+	for _, r := range recs {
+		if wantStatus[r.Pool] == nil {
+			wantStatus[r.Pool] = map[string]v2beta1.AllocatedIP{}
+		}
+		wantStatus[r.Pool][r.Addr.String()] = v2beta1.AllocatedIP{Pod: r.Holder.Pod, PodUID: r.Holder.PodUID}
+	}
 	for pool, n := range map[string]int64{"eth0-pool": 3, "v4": 2, "v6": 1} {
 		p := &v2beta1.SpiderIPPool{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Name: pool}, p)).To(Succeed())
-		g.Expect(p.Status.AllocatedIPs).To(BeEmpty())
+		g.Expect(p.Status.AllocatedIPsFrom).To(Equal(v2beta1.AllocatedIPsFromBlocks), "pool %s allocatedIPsFrom", pool)
+		g.Expect(p.Status.SpiderpoolRecords()).To(BeFalse(), "pool %s still holds records to migrate", pool)
+		g.Expect(p.Status.AllocatedIPs).NotTo(BeNil(), "pool %s allocatedIPs", pool)
+		var listed map[string]v2beta1.AllocatedIP
+		g.Expect(json.Unmarshal([]byte(*p.Status.AllocatedIPs), &listed)).To(Succeed(), "pool %s allocatedIPs is spiderpool's JSON string", pool)
+		g.Expect(listed).To(Equal(wantStatus[pool]), "pool %s allocatedIPs", pool)
 		g.Expect(p.Status.AllocatedIPCount).To(Equal(ptr.To(n)), "pool %s allocatedIPCount", pool)
 	}
 
