@@ -41,10 +41,12 @@ declare -A tags=(
   [ctr]="no_btrfs no_devmapper no_zfs"
 )
 # Binaries that report their version to the cluster (a node's VERSION column is its
-# kubelet's, its CONTAINER-RUNTIME its containerd's): stamped with the module's release
+# kubelet's, its CONTAINER-RUNTIME its containerd's, and Helm checks a chart's kubeVersion
+# against the API server's): stamped with the module's release
 # as the projects' own builds do, instead of the source's placeholder
 # (v0.0.0-master, 2.4.2+unknown).
-declare -A versioned=([kubelet]=k8s.io/kubernetes [kube-proxy]=k8s.io/kubernetes
+declare -A versioned=([kubelet]=k8s.io/kubernetes [kube-proxy]=k8s.io/kubernetes [kubectl]=k8s.io/kubernetes
+  [kube-apiserver]=k8s.io/kubernetes [kube-controller-manager]=k8s.io/kubernetes [kube-scheduler]=k8s.io/kubernetes
   [containerd]=github.com/containerd/containerd/v2 [containerd-shim-runc-v2]=github.com/containerd/containerd/v2
   [ctr]=github.com/containerd/containerd/v2)
 # Static binaries where the tool allows it (containerd's shim runs in any mount namespace).
