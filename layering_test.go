@@ -1,7 +1,10 @@
 // The layering of nicpool's components, checked on the import graph: the API and
 // annotation contract (crds/) depends on no component, the node daemon (ipamd/) on no
 // cluster-side component, and the CNI plugin only on ipamd's socket API, so that it
-// stays small and starts fast on every CNI call.
+// stays small and starts fast on every CNI call. The plugin's logic is a library
+// (cniplugin/cni) that nicpool-cni's process (cniplugin, cmd/nicpool-cni) and ipamd
+// both call, as multus's shim and daemon both call pkg/multus: ipamd may link the
+// library, never the process.
 package nicpool_test
 
 import (
@@ -22,7 +25,8 @@ var layers = []struct {
 }{
 	{"crds", []string{"crds"}, "the API types and the annotation contract are shared by every component"},
 	{"version", []string{"version"}, "every binary reports its build, so the version depends on no component"},
-	{"ipamd", []string{"crds", "ipamd", "cniplugin", "version"}, "the node daemon must not link the admission webhook or the cluster controllers (it runs the CNI plugin's code for the plugin's front)"},
+	{"ipamd", []string{"crds", "ipamd", "cniplugin/cni", "version"}, "the node daemon must not link the admission webhook, the cluster controllers or the CNI plugin's process (it serves calls of the plugin's front with the plugin's library, cniplugin/cni)"},
+	{"cniplugin/cni", []string{"cniplugin/cni", "ipamd/api"}, "the CNI plugin's library knows the CNI protocol and ipamd's API, and nothing of the process or the daemon that runs it"},
 	{"cniplugin", []string{"cniplugin", "ipamd/api", "version"}, "the CNI plugin talks to ipamd through its socket API only"},
 	{"cmd/nicpool-cni", []string{"cniplugin", "ipamd/api", "version"}, "the CNI plugin talks to ipamd through its socket API only"},
 }
@@ -93,6 +97,32 @@ func TestLayering(t *testing.T) {
 		}
 		if !seen {
 			t.Errorf("no package in %s: update the layering rules", l.room)
+		}
+	}
+}
+
+// processImports are the packages through which a program reaches its process: its
+// standard streams, environment, files and system calls.
+var processImports = []string{"os", "os/exec", "os/signal", "syscall", "golang.org/x/sys/unix"}
+
+// TestCNILibraryIsGivenItsProcess: the plugin's library imports nothing that reaches
+// a process of its own, so that ipamd, which serves the front's calls with it, gets no
+// code that writes the daemon's stdout, reads its environment or opens host files on
+// a network configuration's say: every such dependency is a field of cni.Plugin.
+func TestCNILibraryIsGivenItsProcess(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./cniplugin/cni").Output()
+	if err != nil {
+		t.Fatalf("go list ./cniplugin/cni: %v", err)
+	}
+	fields := strings.Fields(string(out))
+	if len(fields) == 0 {
+		t.Fatal("go list listed no library")
+	}
+	for _, imp := range fields[1:] {
+		for _, banned := range processImports {
+			if imp == banned {
+				t.Errorf("%s imports %s: the library is given its process (cni.Plugin's fields), it does not reach one", fields[0], imp)
+			}
 		}
 	}
 }

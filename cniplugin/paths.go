@@ -11,51 +11,23 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nicpool/nicpool/cniplugin/cni"
 )
 
-// The only host directories the plugin reaches. A network configuration is written by
-// whoever may create a NetworkAttachmentDefinition and read by a plugin running as
-// root, so the paths it names are confined to these two, and no symlink is followed
-// inside them.
-const (
-	// RunDir holds ipamd's socket: ipam_unix_socket_path must name a file beneath it.
-	RunDir = "/run/nicpool"
-	// LogDir holds the plugin's logs: log_file_path must name a file beneath it.
-	LogDir = "/var/log/nicpool"
-)
-
-// Environment variables that say where RunDir and LogDir are on this host when they
-// are elsewhere (tests, several node stand-ins on one host). Configurations still
-// name paths under RunDir and LogDir. The plugin's environment is the container
-// runtime's: no network configuration and no pod can set it.
+// Environment variables that say where the plugin's directories (cni.RunDir and
+// cni.LogDir) are on this host when they are elsewhere (tests, several node
+// stand-ins on one host). Configurations still name paths under them. The plugin's
+// environment is the container runtime's: no network configuration and no pod can
+// set it.
 const (
 	EnvRunDir = "NICPOOL_CNI_RUN_DIR"
 	EnvLogDir = "NICPOOL_CNI_LOG_DIR"
 )
 
-// maxPathLen bounds a configured path (the kernel's PATH_MAX).
-const maxPathLen = 4096
-
-// maxLogName bounds each name of log_file_path beneath LogDir (the kernel's NAME_MAX).
-const maxLogName = 255
-
-// shallowLogPath reports whether rel, a path beneath LogDir, names a file in LogDir or
-// in one subdirectory of it, each name at most maxLogName bytes. The plugin runs as
-// root and creates the subdirectory when it is missing: a deeper path would let a
-// network configuration create a directory per component on the filesystem the
-// kubelet and the container runtime share, at every call.
-func shallowLogPath(rel string) bool {
-	parts := strings.Split(rel, "/")
-	if len(parts) > 2 {
-		return false
-	}
-	for _, part := range parts {
-		if len(part) > maxLogName {
-			return false
-		}
-	}
-	return true
-}
+// maxLogSize is when the log file is rotated (to one ".1" backup): every CNI call of
+// the node appends to it, and nothing else would ever trim it.
+const maxLogSize = 10 << 20
 
 // hostDir is one of the plugin's directories: the name configurations use, and where
 // it is on this host.
@@ -64,8 +36,8 @@ type hostDir struct {
 	path string
 }
 
-func runDir() hostDir { return locate(RunDir, EnvRunDir) }
-func logDir() hostDir { return locate(LogDir, EnvLogDir) }
+func runDir() hostDir { return locate(cni.RunDir, EnvRunDir) }
+func logDir() hostDir { return locate(cni.LogDir, EnvLogDir) }
 
 func locate(name, env string) hostDir {
 	if p := os.Getenv(env); p != "" && filepath.IsAbs(p) {
@@ -74,25 +46,7 @@ func locate(name, env string) hostDir {
 	return hostDir{name: name, path: name}
 }
 
-// beneath returns p relative to dir when p names a file beneath dir, judged on the
-// text alone (".." is resolved lexically, which is what the kernel does too once no
-// symlink may be followed).
-func beneath(dir, p string) (string, bool) {
-	if !filepath.IsAbs(p) || len(p) > maxPathLen {
-		return "", false
-	}
-	rel, ok := strings.CutPrefix(filepath.Clean(p), dir+"/")
-	return rel, ok && rel != ""
-}
-
-// refusedPath is a path the plugin will not use: it crosses a symlink, or names
-// something other than what its key asks for. It names the path as the configuration
-// does.
-type refusedPath struct{ path, why string }
-
-func (e *refusedPath) Error() string { return e.path + " " + e.why }
-
-func refusal(path, why string) error { return &refusedPath{path: path, why: why} }
+func refusal(path, why string) error { return &cni.RefusedPath{Path: path, Why: why} }
 
 // openParent opens the directory that holds rel, one component at a time from the
 // directory itself, following no symlink; mkdir creates missing directories on the
@@ -179,7 +133,7 @@ func (d hostDir) appendTo(rel string) (*os.File, error) {
 	if err := os.MkdirAll(d.path, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", d.name, err)
 	}
-	if !shallowLogPath(rel) {
+	if !cni.ShallowLogPath(rel) {
 		return nil, refusal(name, "is more than one directory beneath "+d.name)
 	}
 	dir, base, err := d.openParent(rel, true)
@@ -224,11 +178,11 @@ func (d hostDir) appendTo(rel string) (*os.File, error) {
 	}
 }
 
-// dial connects to the configured ipamd socket.
-func (c *Config) dial(ctx context.Context) (net.Conn, error) {
-	rel, ok := beneath(RunDir, c.SocketPath)
+// dialSocket connects to socket, the configured ipamd socket (beneath cni.RunDir).
+func dialSocket(ctx context.Context, socket string) (net.Conn, error) {
+	rel, ok := cni.Beneath(cni.RunDir, socket)
 	if !ok {
-		return nil, refusal(fmt.Sprintf("%.200q", c.SocketPath), "is not beneath "+RunDir)
+		return nil, refusal(fmt.Sprintf("%.200q", socket), "is not beneath "+cni.RunDir)
 	}
 	return runDir().dial(ctx, rel)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/nicpool/nicpool/cniplugin/cni"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
 )
@@ -96,11 +97,11 @@ func TestHostilePathsTouchNothing(t *testing.T) {
 		{"socket that is a regular file", "ipam_unix_socket_path", RunDir + "/file.sock"},
 	}
 	prevResult := `"prevResult":{"cniVersion":"1.1.0","ips":[{"address":"10.6.0.7/16"}]}`
-	p := (&Plugin{Stdout: io.Discard}).Funcs()
+	p := process(io.Discard, "").Funcs()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stdin := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","request_timeout":1,"` + tt.key + `":"` + tt.path + `"},"cni.dev/valid-attachments":[],` + prevResult + `}`)
-			for verb, fn := range map[string]func(*CmdArgs) error{"ADD": p.Add, "CHECK": p.Check, "GC": p.GC, "STATUS": p.Status} {
+			for verb, fn := range map[string]func(*cni.CmdArgs) error{"ADD": p.Add, "CHECK": p.Check, "GC": p.GC, "STATUS": p.Status} {
 				err := fn(cmdArgs(stdin))
 				if cniCode(err) != types.ErrInvalidNetworkConfig || !strings.Contains(err.Error(), "ipam."+tt.key) {
 					t.Errorf("%s: %v: want code %d naming ipam.%s", verb, err, types.ErrInvalidNetworkConfig, tt.key)
@@ -123,7 +124,7 @@ func TestHostilePathsTouchNothing(t *testing.T) {
 func TestDelWithARefusedLogFileStillReleases(t *testing.T) {
 	h := newHostileHost(t)
 	stdin := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","log_file_path":"` + LogDir + `/evil.log"}}`)
-	if err := (&Plugin{Stdout: io.Discard}).Funcs().Del(cmdArgs(stdin)); err != nil {
+	if err := process(io.Discard, "").Funcs().Del(cmdArgs(stdin)); err != nil {
 		t.Fatalf("DEL: %v", err)
 	}
 	var req api.ReleaseRequest
@@ -142,7 +143,7 @@ func TestLogRotatesWithinItsDirectory(t *testing.T) {
 	big := bytes.Repeat([]byte("x"), maxLogSize+1)
 	must(t, os.WriteFile(filepath.Join(h.logDir, "cni.log"), big, 0o644))
 	stdin := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","log_file_path":"` + LogDir + `/cni.log"}}`)
-	if err := (&Plugin{Stdout: io.Discard}).Funcs().Del(cmdArgs(stdin)); err != nil {
+	if err := process(io.Discard, "").Funcs().Del(cmdArgs(stdin)); err != nil {
 		t.Fatalf("DEL: %v", err)
 	}
 	old, err := os.Stat(filepath.Join(h.logDir, "cni.log.1"))
@@ -188,7 +189,7 @@ func TestDeepLogFilePathCreatesAtMostOneDirectory(t *testing.T) {
 	before := countDirs(t, h.logDir)
 	deep := LogDir + strings.Repeat("/d", 40) + "/x.log"
 	stdin := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","log_file_path":"` + deep + `"}}`)
-	p := (&Plugin{Stdout: io.Discard}).Funcs()
+	p := process(io.Discard, "").Funcs()
 	if err := p.Add(cmdArgs(stdin)); cniCode(err) != types.ErrInvalidNetworkConfig || !strings.Contains(err.Error(), "ipam.log_file_path") || !strings.Contains(err.Error(), "one subdirectory") {
 		t.Errorf("ADD: %v: want code %d naming ipam.log_file_path and saying how deep a path may be", err, types.ErrInvalidNetworkConfig)
 	}
@@ -198,9 +199,9 @@ func TestDeepLogFilePathCreatesAtMostOneDirectory(t *testing.T) {
 	if got := countDirs(t, h.logDir) - before; got != 0 {
 		t.Errorf("a %d-level log_file_path created %d directories", 40, got)
 	}
-	long := LogDir + "/" + strings.Repeat("n", maxLogName+1)
+	long := LogDir + "/" + strings.Repeat("n", cni.MaxLogName+1)
 	if err := p.Add(cmdArgs([]byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","log_file_path":"` + long + `"}}`))); cniCode(err) != types.ErrInvalidNetworkConfig {
-		t.Errorf("ADD with a %d-byte name: %v: want code %d", maxLogName+1, err, types.ErrInvalidNetworkConfig)
+		t.Errorf("ADD with a %d-byte name: %v: want code %d", cni.MaxLogName+1, err, types.ErrInvalidNetworkConfig)
 	}
 
 	one := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","log_file_path":"` + LogDir + `/net1/cni.log"}}`)

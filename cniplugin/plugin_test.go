@@ -3,6 +3,7 @@ package cniplugin
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/nicpool/nicpool/cniplugin/cni"
 	"github.com/nicpool/nicpool/ipamd/api"
 )
 
@@ -129,17 +131,32 @@ func (f *fakeIPAMD) conf(cniVersion string, ipamExtra string) []byte {
 	return []byte(`{"cniVersion":"` + cniVersion + `","name":"macvlan-net","type":"macvlan","master":"veth0","ipam":{` + ipam + `}}`)
 }
 
+// process is the plugin as nicpool-cni runs it, printing to stdout under name.
+func process(stdout io.Writer, name string) *cni.Plugin {
+	p := Process(stdout)
+	p.Name = name
+	return p
+}
+
+func cniCode(err error) uint {
+	var e *types.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return 0
+}
+
 const podArgs = "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=web-0;K8S_POD_UID=uid-1;K8S_POD_INFRA_CONTAINER_ID=c1"
 
-func cmdArgs(stdin []byte) *CmdArgs {
-	return &CmdArgs{ContainerID: "c1", Netns: "/var/run/netns/p1", IfName: "net1", Args: podArgs, Path: "/opt/cni/bin", StdinData: stdin}
+func cmdArgs(stdin []byte) *cni.CmdArgs {
+	return &cni.CmdArgs{ContainerID: "c1", Netns: "/var/run/netns/p1", IfName: "net1", Args: podArgs, Path: "/opt/cni/bin", StdinData: stdin}
 }
 
 func TestAddSendsThePodAndPrintsTheResult(t *testing.T) {
 	f := startFakeIPAMD(t)
 	f.answer(api.PathAllocate, 200, api.AllocateResponse{Interface: "net1", IPs: []api.IPConfig{{Address: "10.6.0.7/16", Gateway: "10.6.0.1", Pool: "v4"}}})
 	var out bytes.Buffer
-	p := &Plugin{Stdout: &out}
+	p := process(&out, "")
 	err := p.Funcs().Add(cmdArgs(f.conf("0.3.1", `"default_ipv4_ippool":["v4"],"clean_gateway":true`)))
 	if err != nil {
 		t.Fatalf("ADD: %v", err)
@@ -157,12 +174,17 @@ func TestAddSendsThePodAndPrintsTheResult(t *testing.T) {
 	if g, w := mustJSON(t, req), mustJSON(t, want); g != w {
 		t.Errorf("request\n got %s\nwant %s", g, w)
 	}
-	var got resultJSON
+	var got struct {
+		CNIVersion string `json:"cniVersion"`
+		IPs        []struct{ Version, Address, Gateway string }
+		Routes     []struct{ Dst, GW string }
+	}
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatalf("stdout is not a result: %v\n%s", err, out.String())
 	}
 	// ipamd decided no clean gateway for this pod; its answer wins over the config.
-	if got.CNIVersion != "0.3.1" || got.addresses() != "10.6.0.7/16 gw 10.6.0.1" || got.routes() != "0.0.0.0/0 via 10.6.0.1" || got.IPs[0].Version != "4" {
+	if got.CNIVersion != "0.3.1" || len(got.IPs) != 1 || got.IPs[0] != (struct{ Version, Address, Gateway string }{"4", "10.6.0.7/16", "10.6.0.1"}) ||
+		len(got.Routes) != 1 || got.Routes[0] != (struct{ Dst, GW string }{"0.0.0.0/0", "10.6.0.1"}) {
 		t.Errorf("result %s", out.String())
 	}
 }
@@ -195,7 +217,7 @@ func TestAddErrors(t *testing.T) {
 			var out bytes.Buffer
 			a := cmdArgs(f.conf("1.1.0", ""))
 			a.Args = tt.args
-			err := (&Plugin{Stdout: &out}).Funcs().Add(a)
+			err := process(&out, "").Funcs().Add(a)
 			if cniCode(err) != tt.wantCode || !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Errorf("error %v: want code %d mentioning %q", err, tt.wantCode, tt.wantMsg)
 			}
@@ -224,9 +246,9 @@ func TestUnreachableIPAMD(t *testing.T) {
 	_ = l.Close()
 	for _, sock := range []string{"none.sock", "stale.sock", "no-such-dir/ipamd.sock"} {
 		conf := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","ipam_unix_socket_path":"` + RunDir + "/" + sock + `","request_timeout":1},"cni.dev/valid-attachments":[]}`)
-		p := (&Plugin{Stdout: io.Discard}).Funcs()
+		p := process(io.Discard, "").Funcs()
 		for verb, want := range map[string]uint{"ADD": types.ErrTryAgainLater, "GC": types.ErrTryAgainLater, "STATUS": types.ErrPluginNotAvailable} {
-			fn := map[string]func(*CmdArgs) error{"ADD": p.Add, "GC": p.GC, "STATUS": p.Status}[verb]
+			fn := map[string]func(*cni.CmdArgs) error{"ADD": p.Add, "GC": p.GC, "STATUS": p.Status}[verb]
 			err := fn(cmdArgs(conf))
 			if cniCode(err) != want || !strings.Contains(err.Error(), "ipamd is not answering") {
 				t.Errorf("%s on %s: %v: want code %d saying ipamd is not answering", verb, sock, err, want)
@@ -246,7 +268,7 @@ func TestDelRetriesWhileIPAMDIsUnreachable(t *testing.T) {
 	f := startFakeIPAMD(t)
 	f.answer(api.PathRelease, 200, api.ReleaseResponse{Released: []string{"10.6.0.7"}})
 	f.dropFirst.Store(1)
-	if err := (&Plugin{Stdout: io.Discard}).Funcs().Del(cmdArgs(f.conf("1.1.0", ""))); err != nil {
+	if err := process(io.Discard, "").Funcs().Del(cmdArgs(f.conf("1.1.0", ""))); err != nil {
 		t.Fatalf("DEL: %v", err)
 	}
 	var req api.ReleaseRequest
@@ -280,7 +302,7 @@ func TestTimeoutIsTryAgainLater(t *testing.T) {
 	defer srv.Close()
 	defer close(release)
 	conf := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"ipam_unix_socket_path":"` + RunDir + `/s","request_timeout":1}}`)
-	err = (&Plugin{Stdout: io.Discard}).Funcs().Add(cmdArgs(conf))
+	err = process(io.Discard, "").Funcs().Add(cmdArgs(conf))
 	if cniCode(err) != types.ErrTryAgainLater {
 		t.Errorf("ADD against a stuck ipamd: %v: want code 11", err)
 	}
@@ -304,7 +326,7 @@ func TestDel(t *testing.T) {
 			// DEL must not depend on the pod identity or on a prevResult it does not use.
 			a.Args = "broken"
 			a.StdinData = []byte(strings.Replace(string(a.StdinData), `"name"`, `"prevResult":{"ips":"x"},"name"`, 1))
-			err := (&Plugin{Stdout: io.Discard}).Funcs().Del(a)
+			err := process(io.Discard, "").Funcs().Del(a)
 			if cniCode(err) != tt.wantCode || (tt.wantCode == 0) != (err == nil) {
 				t.Fatalf("DEL: %v, want code %d", err, tt.wantCode)
 			}
@@ -326,10 +348,10 @@ func TestCheck(t *testing.T) {
 		wantCode uint
 	}{
 		{"reservation matches", prev, 200, api.CheckResponse{IPs: []api.IPConfig{{Address: "10.6.0.7/16", Pool: "v4"}}}, 0},
-		{"reservation differs", prev, 200, api.CheckResponse{IPs: []api.IPConfig{{Address: "10.6.0.8/16", Pool: "v4"}}}, CodeReservationDiffers},
-		{"an extra address differs", prev, 200, api.CheckResponse{IPs: []api.IPConfig{{Address: "10.6.0.7/16"}, {Address: "fd00::7/64"}}}, CodeReservationDiffers},
-		{"reservation empty", prev, 200, api.CheckResponse{}, CodeReservationMissing},
-		{"reservation unknown", prev, 404, api.Error{Code: api.CodeUnknownContainer, Message: "unknown"}, CodeReservationMissing},
+		{"reservation differs", prev, 200, api.CheckResponse{IPs: []api.IPConfig{{Address: "10.6.0.8/16", Pool: "v4"}}}, cni.CodeReservationDiffers},
+		{"an extra address differs", prev, 200, api.CheckResponse{IPs: []api.IPConfig{{Address: "10.6.0.7/16"}, {Address: "fd00::7/64"}}}, cni.CodeReservationDiffers},
+		{"reservation empty", prev, 200, api.CheckResponse{}, cni.CodeReservationMissing},
+		{"reservation unknown", prev, 404, api.Error{Code: api.CodeUnknownContainer, Message: "unknown"}, cni.CodeReservationMissing},
 		{"ipamd starting", prev, 503, api.Error{Code: api.CodeTryAgainLater, Message: "starting"}, types.ErrTryAgainLater},
 		{"no prevResult", "", 200, api.CheckResponse{}, types.ErrInvalidNetworkConfig},
 		{"prevResult undecodable", `"prevResult":{"ips":[{"address":"x"}]}`, 200, api.CheckResponse{}, types.ErrDecodingFailure},
@@ -342,7 +364,7 @@ func TestCheck(t *testing.T) {
 			if tt.prev != "" {
 				stdin = []byte(strings.Replace(string(stdin), `"name"`, tt.prev+`,"name"`, 1))
 			}
-			err := (&Plugin{Stdout: io.Discard}).Funcs().Check(cmdArgs(stdin))
+			err := process(io.Discard, "").Funcs().Check(cmdArgs(stdin))
 			if cniCode(err) != tt.wantCode || (tt.wantCode == 0) != (err == nil) {
 				t.Fatalf("CHECK: %v, want code %d", err, tt.wantCode)
 			}
@@ -353,10 +375,10 @@ func TestCheck(t *testing.T) {
 func TestGC(t *testing.T) {
 	f := startFakeIPAMD(t)
 	f.answer(api.PathGC, 200, api.GCResponse{Released: []string{"10.6.0.9"}})
-	p := (&Plugin{Stdout: io.Discard}).Funcs()
+	p := process(io.Discard, "").Funcs()
 
 	stdin := strings.Replace(string(f.conf("1.1.0", "")), `"name"`, `"cni.dev/valid-attachments":[{"containerID":"c1","ifname":"net1"},{"containerID":"c2","ifname":"eth0"}],"name"`, 1)
-	if err := p.GC(&CmdArgs{StdinData: []byte(stdin)}); err != nil {
+	if err := p.GC(&cni.CmdArgs{StdinData: []byte(stdin)}); err != nil {
 		t.Fatalf("GC: %v", err)
 	}
 	var req api.GCRequest
@@ -370,7 +392,7 @@ func TestGC(t *testing.T) {
 
 	g := startFakeIPAMD(t)
 	g.answer(api.PathGC, 200, api.GCResponse{})
-	err := p.GC(&CmdArgs{StdinData: g.conf("1.1.0", "")})
+	err := p.GC(&cni.CmdArgs{StdinData: g.conf("1.1.0", "")})
 	if cniCode(err) != types.ErrInvalidNetworkConfig || g.request(t, api.PathGC, &req) {
 		t.Errorf("GC without valid-attachments must fail without releasing anything: %v", err)
 	}
@@ -393,7 +415,7 @@ func TestStatus(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := startFakeIPAMD(t)
 			f.answer(api.PathStatus, tt.status, tt.body)
-			err := (&Plugin{Stdout: io.Discard}).Funcs().Status(&CmdArgs{StdinData: f.conf("1.1.0", `"default_ipv4_ippool":"v4"`)})
+			err := process(io.Discard, "").Funcs().Status(&cni.CmdArgs{StdinData: f.conf("1.1.0", `"default_ipv4_ippool":"v4"`)})
 			if cniCode(err) != tt.wantCode || (tt.wantCode == 0) != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantMsg)) {
 				t.Fatalf("STATUS: %v, want code %d mentioning %q", err, tt.wantCode, tt.wantMsg)
 			}
@@ -405,20 +427,13 @@ func TestStatus(t *testing.T) {
 	}
 }
 
-func TestGuardTurnsPanicsIntoErrors(t *testing.T) {
-	err := guard("ADD", func() error { panic("nil map") })
-	if cniCode(err) != types.ErrInternal || !strings.Contains(err.Error(), "nil map") {
-		t.Errorf("guard: %v", err)
-	}
-}
-
 func TestLogFile(t *testing.T) {
 	f := startFakeIPAMD(t)
 	f.answer(api.PathRelease, 200, api.ReleaseResponse{Released: []string{"10.6.0.7"}})
 	dir := t.TempDir()
 	t.Setenv(EnvLogDir, dir)
 	stdin := f.conf("1.1.0", `"log_file_path":"`+LogDir+`/sub/cni.log","log_level":"info"`)
-	if err := (&Plugin{Stdout: io.Discard, Name: NameSpiderpool}).Funcs().Del(cmdArgs(stdin)); err != nil {
+	if err := process(io.Discard, NameSpiderpool).Funcs().Del(cmdArgs(stdin)); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "sub", "cni.log"))
@@ -441,15 +456,4 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-func TestIPAMDMessagesAreNotRepeated(t *testing.T) {
-	e := fromIPAMD("ADD", "/run/x.sock", &api.Error{Code: api.CodeTryAgainLater, Message: "pod a/b is not yet known: try again later"})
-	if strings.Count(e.Msg, "try again") != 1 {
-		t.Errorf("message repeats the advice: %q", e.Msg)
-	}
-	e = fromIPAMD("ADD", "/run/x.sock", &api.Error{Code: api.CodeTryAgainLater, Message: "caches not synced"})
-	if !strings.Contains(e.Msg, "caches not synced: try again later") {
-		t.Errorf("message lacks the advice: %q", e.Msg)
-	}
 }

@@ -25,5 +25,5 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "install" {
 		os.Exit(install.Main(os.Args[2:], os.Stderr))
 	}
-	cniplugin.Main(cniplugin.PluginFuncs(), cniplugin.SupportedVersions, "nicpool CNI IPAM plugin "+version.Get().Version+" (forwards to ipamd; see https://github.com/nicpool/nicpool)")
+	cniplugin.Main("nicpool CNI IPAM plugin " + version.Get().Version + " (forwards to ipamd; see https://github.com/nicpool/nicpool)")
 }

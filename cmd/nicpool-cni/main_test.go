@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nicpool/nicpool/cniplugin"
+	"github.com/nicpool/nicpool/cniplugin/cni"
 	"github.com/nicpool/nicpool/cniplugin/install"
 	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/ipamd/api"
@@ -201,7 +201,7 @@ func BenchmarkExecGo(b *testing.B) {
 
 // BenchmarkExecAdd measures one CNI ADD as the runtime makes it on a node, one process
 // per call: the front posts the call to ipamd, which runs the plugin's code for it
-// (here a stand-in ipamd that runs cniplugin.ServeForwarded with an allocator that
+// (here a stand-in ipamd that runs the plugin's library (server.ServeFrame) with an allocator that
 // answers at once, so that the figures are the front's own: CPU and page faults per
 // exec, and its size). With NICPOOL_BENCH_FRONT_BASELINE naming another build of the
 // front (an earlier commit's, say), it measures that build and this checkout's back to
@@ -241,7 +241,7 @@ func serveAdd(b *testing.B) http.HandlerFunc {
 			http.Error(w, err.Error(), http.StatusMisdirectedRequest)
 			return
 		}
-		a, handOff := cniplugin.ServeForwarded(r.Context(), f, instantIPAMD{})
+		a, handOff := server.ServeFrame(r.Context(), f, instantIPAMD{})
 		if handOff != nil {
 			b.Errorf("the stand-in ipamd handed the ADD to nicpool-cni (%v): this would measure nicpool-cni, not the front", handOff)
 			http.Error(w, handOff.Error(), http.StatusMisdirectedRequest)
@@ -252,7 +252,7 @@ func serveAdd(b *testing.B) http.HandlerFunc {
 }
 
 // instantIPAMD allocates the stand-in's address at once; ADD asks nothing else.
-type instantIPAMD struct{ cniplugin.IPAMD }
+type instantIPAMD struct{ cni.IPAMD }
 
 func (instantIPAMD) Allocate(context.Context, *api.AllocateRequest) (*api.AllocateResponse, error) {
 	var resp api.AllocateResponse

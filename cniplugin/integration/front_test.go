@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nicpool/nicpool/cniplugin"
+	"github.com/nicpool/nicpool/cniplugin/cni"
 	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/metrics"
 )
@@ -58,7 +59,7 @@ func TestFrontServesThroughIPAMD(t *testing.T) {
 	p := newPod(t, "front-a", nil)
 
 	served := cniCalls(t, "ADD", metrics.CNIServed)
-	logFile := cniCalls(t, "ADD", cniplugin.HandOffLogFile)
+	logFile := cniCalls(t, "ADD", cni.HandOffLogFile)
 	withoutNicpoolCNI(t, func() {
 		addr := addressOf(t, nw.mustAdd(t, p)).Addr().String()
 		if got := cniCalls(t, "ADD", metrics.CNIServed) - served; got != 1 {
@@ -104,7 +105,7 @@ func TestFrontServesThroughIPAMD(t *testing.T) {
 			_, err := newNetwork(t, "front-net", "1.1.0", ipam.keys).add(newPod(t, fmt.Sprintf("front-b%d", i), nil))
 			handedOff(ipam.what, err)
 		}
-		if got := cniCalls(t, "ADD", cniplugin.HandOffLogFile) - logFile; got != 1 {
+		if got := cniCalls(t, "ADD", cni.HandOffLogFile) - logFile; got != 1 {
 			t.Errorf("nicpool_ipamd_cni_calls_total{verb=ADD,result=log_file} grew by %v, want 1", got)
 		}
 		if n := len(allocations(t, "front-pool")); n != 0 {

@@ -51,13 +51,15 @@ const (
 	MaxConfig = 64 << 10
 	// MaxValue bounds one CNI_* variable of a call of the front.
 	MaxValue = 16 << 10
-	// MaxFrame bounds the body of a POST to PathCNI: MaxConfig, seven CNI_* variables
-	// of MaxValue, and room for the front's name, pid, netns relation and the
-	// netstrings' lengths.
-	MaxFrame = MaxConfig + 7*MaxValue + 4096
-	// MaxRequest bounds the body of a POST to the JSON verbs: what a configuration
-	// within MaxConfig, and the CNI_* variables, make of one.
-	MaxRequest = MaxConfig + 7*MaxValue
+	// MaxCall bounds what one CNI call carries: its configuration and its CNI_*
+	// variables. Both requests on the socket are bounded by it.
+	MaxCall = MaxConfig + len(FrameEnv)*MaxValue
+	// MaxFrame bounds the body of a POST to PathCNI: MaxCall, and room for the
+	// front's name, pid, netns relation and the netstrings' lengths.
+	MaxFrame = MaxCall + 4096
+	// MaxRequest bounds the body of a POST to the JSON verbs: what the parsed call
+	// makes of one within MaxCall.
+	MaxRequest = MaxCall
 )
 
 // HeaderTimeout is the request header saying how long, in milliseconds, the caller

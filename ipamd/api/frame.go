@@ -37,6 +37,13 @@ const (
 // nicpool-cni does not).
 const StatusHandBack = 421
 
+// Answer is ipamd's answer to a call of the front it served: what nicpool-cni would
+// have printed on stdout and stderr, and its exit code.
+type Answer struct {
+	Exit           int
+	Stdout, Stderr []byte
+}
+
 // MaxName bounds the name the front was run as.
 const MaxName = 255
 

@@ -3,6 +3,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,10 +17,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/containernetworking/cni/pkg/types"
 	"github.com/go-logr/logr"
 	"golang.org/x/net/netutil"
 
-	"github.com/nicpool/nicpool/cniplugin"
+	"github.com/nicpool/nicpool/cniplugin/cni"
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/guard"
@@ -131,7 +133,7 @@ func handle[Req, Resp any](mux *http.ServeMux, h *handler, path string, ready fu
 			return // the caller has gone
 		}
 		req := new(Req)
-		body, err := h.readBody(w, r, api.MaxRequest)
+		body, err := h.readBody(w, r, int64(api.MaxRequest))
 		if err == nil {
 			err = json.Unmarshal(body, req)
 		}
@@ -252,8 +254,8 @@ func (h *handler) forwarded(ipamd *local) http.HandlerFunc {
 			http.Error(w, "use POST with a frame of the plugin's front", http.StatusMethodNotAllowed)
 			return
 		}
-		if r.ContentLength > api.MaxFrame {
-			handBack(w, "other", cniplugin.HandOffSize, fmt.Sprintf("the call is over ipamd's bound of %d bytes: nicpool-cni runs it", api.MaxFrame))
+		if r.ContentLength > int64(api.MaxFrame) {
+			handBack(w, "other", cni.HandOffSize, fmt.Sprintf("the call is over ipamd's bound of %d bytes: nicpool-cni runs it", api.MaxFrame))
 			return
 		}
 		release, err := h.parse(r.Context())
@@ -261,9 +263,9 @@ func (h *handler) forwarded(ipamd *local) http.HandlerFunc {
 			return // the front has gone
 		}
 		defer release()
-		body, err := h.readBody(w, r, api.MaxFrame)
+		body, err := h.readBody(w, r, int64(api.MaxFrame))
 		if errors.Is(err, errTooLarge) {
-			handBack(w, "other", cniplugin.HandOffSize, "the call is over ipamd's bounds: "+err.Error())
+			handBack(w, "other", cni.HandOffSize, "the call is over ipamd's bounds: "+err.Error())
 			return
 		}
 		if err != nil {
@@ -278,18 +280,18 @@ func (h *handler) forwarded(ipamd *local) http.HandlerFunc {
 		}
 		verb := metrics.CNIVerb(f.Env["CNI_COMMAND"])
 		if len(f.Stdin) > api.MaxConfig {
-			handBack(w, verb, cniplugin.HandOffSize, fmt.Sprintf("the network configuration is over ipamd's bound of %d bytes: nicpool-cni runs the call", api.MaxConfig))
+			handBack(w, verb, cni.HandOffSize, fmt.Sprintf("the network configuration is over ipamd's bound of %d bytes: nicpool-cni runs the call", api.MaxConfig))
 			return
 		}
 		var (
-			a       *cniplugin.Answer
-			handOff *cniplugin.HandOff
+			a       *api.Answer
+			handOff *cni.HandOff
 		)
 		func() {
 			defer guard.Recover(h.log, "the front's call of "+verb, func(p *guard.Panic) {
-				handOff = &cniplugin.HandOff{Kind: cniplugin.HandOffOther, Reason: p.Error()}
+				handOff = &cni.HandOff{Kind: cni.HandOffOther, Reason: p.Error()}
 			})
-			a, handOff = cniplugin.ServeForwarded(r.Context(), f, &local{svc: ipamd.svc, ready: ipamd.ready, log: ipamd.log, parsed: release})
+			a, handOff = ServeFrame(r.Context(), f, &local{svc: ipamd.svc, ready: ipamd.ready, log: ipamd.log, parsed: release})
 		}()
 		if handOff != nil {
 			handBack(w, verb, handOff.Kind, handOff.Error())
@@ -300,10 +302,63 @@ func (h *handler) forwarded(ipamd *local) http.HandlerFunc {
 	}
 }
 
+// ServeFrame serves a call of the front with the plugin's library, as nicpool-cni
+// would serve it, with ipamd as its ipamd: it answers what nicpool-cni would have
+// printed and its exit code, or hands the call back. The front's process is the
+// frame's: its name, pid, and its finding about CNI_NETNS. What nicpool-cni's process
+// does and ipamd does not (append to a host log file, reach a socket other than this
+// one) hands the call off, before ipamd is asked anything.
+func ServeFrame(ctx context.Context, f *api.Frame, ipamd cni.IPAMD) (*api.Answer, *cni.HandOff) {
+	switch f.Env["CNI_COMMAND"] {
+	case "", "VERSION":
+		return nil, &cni.HandOff{Kind: cni.HandOffVersion, Reason: "nicpool-cni answers VERSION and its own usage"}
+	}
+	var stdout, stderr bytes.Buffer
+	p := &cni.Plugin{
+		Stdout:  &stdout,
+		Stderr:  &stderr,
+		Name:    cni.InstalledName(f.Name),
+		PID:     f.PID,
+		Context: ctx,
+		OpenLog: func(string) (io.WriteCloser, error) {
+			return nil, &cni.HandOff{Kind: cni.HandOffLogFile, Reason: "the network configuration names log_file_path, which the plugin writes itself"}
+		},
+		IPAMD: func(socket string, _ time.Duration) (cni.IPAMD, error) {
+			if socket != api.DefaultSocketPath {
+				return nil, &cni.HandOff{Kind: cni.HandOffSocket, Reason: "the network configuration names a socket other than " + api.DefaultSocketPath}
+			}
+			return ipamd, nil
+		},
+		NetNS: func(string) string { return f.NetNS },
+	}
+	call := &cni.Call{Getenv: func(name string) string { return f.Env[name] }, StdinData: f.Stdin}
+	// From here the call holds the only reference to the configuration, which it
+	// drops once parsed, before waiting for its turn.
+	f.Stdin = nil
+	err := p.Serve(call, "")
+	var handOff *cni.HandOff
+	if errors.As(err, &handOff) {
+		return nil, handOff
+	}
+	a := &api.Answer{}
+	if err != nil {
+		var e *types.Error
+		if !errors.As(err, &e) {
+			e = types.NewError(types.ErrInternal, err.Error(), "")
+		}
+		a.Exit = 1
+		if perr := cni.PrintError(&stdout, e); perr != nil {
+			return nil, &cni.HandOff{Kind: cni.HandOffOther, Reason: "the error could not be printed: " + perr.Error()}
+		}
+	}
+	a.Stdout, a.Stderr = stdout.Bytes(), stderr.Bytes()
+	return a, nil
+}
+
 // WriteAnswer writes api.PathCNI's answer for a call ipamd ran: the plugin's stdout
 // then its stderr, with its exit code and stdout's length in headers, as the front
 // (cniplugin/front/nicpool.c) reads them.
-func WriteAnswer(w http.ResponseWriter, a *cniplugin.Answer) {
+func WriteAnswer(w http.ResponseWriter, a *api.Answer) {
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Length", strconv.Itoa(len(a.Stdout)+len(a.Stderr)))

@@ -1,27 +1,24 @@
-package cniplugin
+package cni
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"unicode"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
-	"golang.org/x/sys/unix"
 
 	"github.com/nicpool/nicpool/ipamd/api"
 )
 
 // The plugin reads the CNI protocol's environment and stdin itself rather than through
 // the CNI library's skel package, and answers as skel does (same checks, codes and
-// messages). skel links a regular-expression engine compiled at every start, a netns
-// library and the log package: for a process the runtime starts for every CNI call,
-// that start-up was a measurable share of its CPU (see BenchmarkExecAddHandedOff in
-// cmd/nicpool-cni).
+// messages: TestServeAnswersAsSkel runs both on a catalogue of calls). skel reads the
+// process's own environment, stdin and network namespace, and ipamd serves calls of
+// the front from a frame: one dispatcher serves both.
 
 // CmdArgs is one CNI call: the CNI_* environment the runtime sets and the network
 // configuration it writes on stdin.
@@ -44,27 +41,63 @@ type Funcs struct {
 	Status func(*CmdArgs) error
 }
 
-// Main serves the CNI call this process was started for: it prints an error as CNI
-// error JSON on stdout and exits 1, or returns. Without CNI_COMMAND it prints about
-// and the CNI versions it speaks on stderr.
-func Main(funcs Funcs, versions version.PluginInfo, about string) {
-	call := &cniCall{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, netns: netnsRelation}
-	if e := call.serve(funcs, versions, about); e != nil {
-		if err := printError(os.Stdout, e); err != nil {
-			_, _ = fmt.Fprintln(os.Stderr, "writing the CNI error to stdout:", err)
-		}
-		os.Exit(1)
-	}
-}
-
-// printError writes e as the CNI library prints an error (indented JSON).
-func printError(w io.Writer, e *types.Error) error {
+// PrintError writes e as the CNI library prints an error (indented JSON): what a
+// failed call prints on stdout before it exits 1.
+func PrintError(w io.Writer, e *types.Error) error {
 	b, err := json.MarshalIndent(e, "", "    ")
 	if err != nil {
 		return err
 	}
 	_, err = w.Write(b)
 	return err
+}
+
+// Call is where one CNI call comes from: the CNI_* environment and stdin.
+type Call struct {
+	Getenv func(string) string
+	// Stdin is read for the network configuration, unless StdinData holds it already
+	// (a call of the front); from there the call's arguments hold the one copy.
+	Stdin     io.Reader
+	StdinData []byte
+}
+
+// Serve serves c as skel's PluginMainFuncsWithError serves a CNI call, with the same
+// checks, codes and messages (TestServeAnswersAsSkel), and with p's verbs. It returns
+// nil, a *types.Error the caller prints with PrintError before exiting 1, or a
+// *HandOff from one of p's dependencies. Without CNI_COMMAND it prints about, when not
+// empty, and the CNI versions the plugin speaks on p.Stderr.
+func (p *Plugin) Serve(c *Call, about string) error {
+	cc := &cniCall{getenv: c.Getenv, stdin: c.Stdin, stdinData: c.StdinData, stdout: p.Stdout, stderr: p.Stderr, netns: p.NetNS}
+	if cc.stdin == nil && cc.stdinData == nil {
+		cc.stdinData = []byte{}
+	}
+	var handOff *HandOff
+	funcs := p.Funcs()
+	keep := func(fn func(*CmdArgs) error) func(*CmdArgs) error {
+		return func(a *CmdArgs) error {
+			err := fn(a)
+			if errors.As(err, &handOff) {
+				return handOff
+			}
+			return err
+		}
+	}
+	funcs.Add, funcs.Del, funcs.Check, funcs.GC, funcs.Status = keep(funcs.Add), keep(funcs.Del), keep(funcs.Check), keep(funcs.GC), keep(funcs.Status)
+	e := cc.serve(funcs, SupportedVersions, about)
+	if handOff != nil {
+		return handOff
+	}
+	if e != nil {
+		return e
+	}
+	return nil
+}
+
+// Dispatch is Serve with funcs for the verbs: the dispatcher alone, for a test that
+// holds it to skel's.
+func Dispatch(c *Call, stdout, stderr io.Writer, netns func(string) string, funcs Funcs, about string) *types.Error {
+	cc := &cniCall{getenv: c.Getenv, stdin: c.Stdin, stdinData: c.StdinData, stdout: stdout, stderr: stderr, netns: netns}
+	return cc.serve(funcs, SupportedVersions, about)
 }
 
 // cniCall is where a CNI call comes from and goes to.
@@ -75,8 +108,7 @@ type cniCall struct {
 	stdin          io.Reader
 	stdinData      []byte
 	stdout, stderr io.Writer
-	// netns tells how CNI_NETNS relates to the plugin's own network namespace
-	// (netnsRelation, or what the front found).
+	// netns tells how CNI_NETNS relates to the plugin's own network namespace.
 	netns func(path string) string
 }
 
@@ -170,7 +202,11 @@ func (c *cniCall) serve(funcs Funcs, versions version.PluginInfo, about string) 
 			return err
 		}
 		if o := args.NetnsOverride; strings.ToUpper(o) != "TRUE" && o != "1" {
-			return refuseOwnNetNS(c.netns(args.Netns))
+			relation := ""
+			if c.netns != nil && args.Netns != "" {
+				relation = c.netns(args.Netns)
+			}
+			return refuseOwnNetNS(relation)
 		}
 		return nil
 	case "CHECK":
@@ -288,46 +324,13 @@ func validateInterfaceName(name string) *types.Error {
 	return nil
 }
 
-// How CNI_NETNS relates to the plugin's own network namespace: the relations of the
-// front's frame, which the front finds the same way (cniplugin/front/nicpool.c,
-// netns_is_own).
-const (
-	netnsSame   = api.NetNSSame
-	netnsOther  = api.NetNSOther
-	netnsNoSelf = api.NetNSNoSelf
-)
-
-// netnsRelation stats path against the plugin's own network namespace. A path the
-// plugin cannot stat is another: its own namespace is always there to stat, so such a
-// path is some other namespace or none (most often DEL of a sandbox whose namespace is
-// gone). The plugin never enters another namespace, so every thread of it is in the
-// process's own: no thread is locked to read it (locking one makes the Go runtime
-// start a thread of its own, a cost on every ADD and DEL).
-func netnsRelation(path string) string {
-	if path == "" {
-		return ""
-	}
-	var target unix.Stat_t
-	if err := unix.Stat(path, &target); err != nil {
-		return netnsOther
-	}
-	var own unix.Stat_t
-	if err := unix.Stat("/proc/self/ns/net", &own); err != nil {
-		return netnsNoSelf
-	}
-	if own.Dev == target.Dev && own.Ino == target.Ino {
-		return netnsSame
-	}
-	return netnsOther
-}
-
 // refuseOwnNetNS is the CNI library's check after ADD and DEL: CNI_NETNS must not be
 // the plugin's own network namespace.
 func refuseOwnNetNS(relation string) *types.Error {
 	switch relation {
-	case netnsSame:
+	case api.NetNSSame:
 		return types.NewError(types.ErrInvalidNetNS, "plugin's netns and netns from CNI_NETNS should not be the same", "")
-	case netnsNoSelf:
+	case api.NetNSNoSelf:
 		return types.NewError(types.ErrInvalidNetNS, "get plugin's netns failed", "")
 	}
 	return nil

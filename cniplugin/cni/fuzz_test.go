@@ -1,4 +1,4 @@
-package cniplugin
+package cni
 
 import (
 	"encoding/json"
@@ -32,10 +32,10 @@ func FuzzParseConfig(f *testing.F) {
 		if c.Network == "" || c.Timeout < time.Second || c.Timeout > MaxTimeout {
 			t.Fatalf("config breaks its invariants: %+v", *c)
 		}
-		if _, ok := beneath(RunDir, c.SocketPath); !ok && (c.SocketPath != "" || c.Refused == nil) {
+		if _, ok := Beneath(RunDir, c.SocketPath); !ok && (c.SocketPath != "" || c.Refused == nil) {
 			t.Fatalf("socket %q accepted outside %s", c.SocketPath, RunDir)
 		}
-		if _, ok := beneath(LogDir, c.LogFile); !ok && c.LogFile != "" {
+		if _, ok := Beneath(LogDir, c.LogFile); !ok && c.LogFile != "" {
 			t.Fatalf("log file %q accepted outside %s", c.LogFile, LogDir)
 		}
 		for _, a := range c.ValidAttachments {

@@ -1,4 +1,4 @@
-package cniplugin
+package cni
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ const (
 // fromIPAMD turns a failed call to ipamd into the CNI error the runtime sees, keeping
 // ipamd's code and saying what to do.
 func fromIPAMD(verb, socket string, err error) *types.Error {
-	var refused *refusedPath
+	var refused *RefusedPath
 	if errors.As(err, &refused) {
 		return invalidConfig("ipam.ipam_unix_socket_path", fmt.Sprintf("%s: %v: name ipamd's socket beneath %s, or leave the key out (the default is %s)", verb, refused, RunDir, api.DefaultSocketPath))
 	}

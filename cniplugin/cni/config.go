@@ -1,4 +1,4 @@
-package cniplugin
+package cni
 
 import (
 	"bytes"
@@ -325,7 +325,7 @@ func ParseConfig(stdin []byte) (*Config, error) {
 // records the first that is not, or a spiderpool feature nicpool lacks, as Refused.
 func (c *Config) confine(ipam *ipamConf) {
 	if p := ipam.SocketPath; p != "" && p != spiderpoolSocketPath {
-		if _, ok := beneath(RunDir, p); ok {
+		if _, ok := Beneath(RunDir, p); ok {
 			c.SocketPath = filepath.Clean(p)
 		} else {
 			c.SocketPath = ""
@@ -333,12 +333,12 @@ func (c *Config) confine(ipam *ipamConf) {
 		}
 	}
 	if p := ipam.LogFile; p != "" && p != spiderpoolLogPath {
-		rel, ok := beneath(LogDir, p)
+		rel, ok := Beneath(LogDir, p)
 		switch {
 		case !ok:
 			c.refuse(invalidConfig("ipam.log_file_path", fmt.Sprintf("%.200q is not beneath %s: nicpool's plugin writes only there; give a path such as %s/cni.log, or leave the key out to log to stderr", p, LogDir, LogDir)))
-		case !shallowLogPath(rel):
-			c.refuse(invalidConfig("ipam.log_file_path", fmt.Sprintf("%.200q is more than one directory beneath %s, or a name in it is longer than %d bytes: give a file in %s or in one subdirectory of it, such as %s/cni.log or %s/net1/cni.log", p, LogDir, maxLogName, LogDir, LogDir, LogDir)))
+		case !ShallowLogPath(rel):
+			c.refuse(invalidConfig("ipam.log_file_path", fmt.Sprintf("%.200q is more than one directory beneath %s, or a name in it is longer than %d bytes: give a file in %s or in one subdirectory of it, such as %s/cni.log or %s/net1/cni.log", p, LogDir, MaxLogName, LogDir, LogDir, LogDir)))
 		default:
 			c.LogFile = filepath.Clean(p)
 		}

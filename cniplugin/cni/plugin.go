@@ -1,4 +1,4 @@
-package cniplugin
+package cni
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -37,19 +36,40 @@ const DelWait = 5 * time.Second
 // delRetryInterval is the pause between DEL's attempts while ipamd is unreachable.
 const delRetryInterval = 200 * time.Millisecond
 
-// Plugin serves the CNI verbs; Stdout receives ADD's result.
+// Plugin serves the CNI verbs of one call. Everything it needs from where it runs is
+// one of its fields, so that the same code serves a call in nicpool-cni's own process
+// (cniplugin.Process fills them from the process: os.Stdout, a log file opened
+// following no symlink, ipamd's socket) and inside ipamd for a call of the front
+// (ipamd/server fills them from the front's frame: buffers it answers, ipamd's own
+// service). No field says which: a dependency that cannot serve a call the way the
+// plugin's own process would answers a *HandOff, and the call ends with it.
 type Plugin struct {
-	Stdout io.Writer
-	// Name is what the plugin was installed as (Name or NameSpiderpool), for its logs.
+	// Stdout receives the result of ADD and the answer to VERSION; Stderr the usage,
+	// and the log of a network without log_file_path.
+	Stdout, Stderr io.Writer
+	// Name is what the plugin was installed as (Name or NameSpiderpool), and PID the
+	// process the runtime started for the call, for the logs.
 	Name string
-
-	// in is set when ipamd runs the plugin for a call the front forwarded (see
-	// ServeForwarded); nil in nicpool-cni.
-	in *inIPAMD
+	PID  int
+	// Context bounds every call to ipamd (nil: none but the request timeout).
+	Context context.Context
+	// Clock is what DEL waits with while ipamd is unreachable (nil: the system's).
+	Clock Clock
+	// OpenLog opens log_file_path for appending: rel is the file's path beneath
+	// LogDir, within the bounds of ShallowLogPath. A *RefusedPath refuses the key;
+	// another error logs to Stderr instead.
+	OpenLog func(rel string) (io.WriteCloser, error)
+	// IPAMD reaches ipamd at socket, the configuration's ipam_unix_socket_path (empty
+	// when the key is refused; DEL then asks nothing), each call bounded by timeout.
+	IPAMD func(socket string, timeout time.Duration) (IPAMD, error)
+	// NetNS tells how CNI_NETNS relates to the plugin's own network namespace: one
+	// of api.NetNSSame, api.NetNSOther, api.NetNSNoSelf, or "" for no path. ADD and
+	// DEL fail when it is the same (CNI_NETNS_OVERRIDE aside), as skel's do.
+	NetNS func(path string) string
 }
 
 // IPAMD is what the plugin asks for addresses: ipamd on its socket (*api.Client), or
-// ipamd itself when it runs the plugin for a forwarded call.
+// ipamd's own service when ipamd serves a call of the front.
 type IPAMD interface {
 	Allocate(context.Context, *api.AllocateRequest) (*api.AllocateResponse, error)
 	Release(context.Context, *api.ReleaseRequest) (*api.ReleaseResponse, error)
@@ -58,17 +78,27 @@ type IPAMD interface {
 	Status(context.Context, *api.StatusRequest) (*api.StatusResponse, error)
 }
 
-// PluginFuncs are the CNI verbs of the plugin this process runs, printing to stdout,
-// for Main.
-func PluginFuncs() Funcs {
-	return (&Plugin{Stdout: os.Stdout, Name: InstalledName()}).Funcs()
+// Clock tells the time and waits.
+type Clock interface {
+	Now() time.Time
+	After(time.Duration) <-chan time.Time
 }
 
-// InstalledName is the name this process was executed under: NameSpiderpool for the
-// copy installed as spiderpool, else Name.
-func InstalledName() string { return installedName(os.Args[0]) }
+type systemClock struct{}
 
-func installedName(arg0 string) string {
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+func (p *Plugin) clock() Clock {
+	if p.Clock == nil {
+		return systemClock{}
+	}
+	return p.Clock
+}
+
+// InstalledName is the plugin's name for what its process was executed as (argv[0]):
+// NameSpiderpool for the copy installed as spiderpool, else Name.
+func InstalledName(arg0 string) string {
 	if filepath.Base(arg0) == NameSpiderpool {
 		return NameSpiderpool
 	}
@@ -93,6 +123,7 @@ type call struct {
 	client IPAMD
 	ctx    context.Context
 	log    *slog.Logger
+	clock  Clock
 }
 
 // begin refuses, before touching any file, a configuration with a key the plugin will
@@ -112,24 +143,22 @@ func (p *Plugin) begin(verb string, args *CmdArgs) (*call, func(), error) {
 	if conf.Refused != nil && !lenient {
 		return nil, nil, conf.Refused
 	}
-	if p.in != nil {
-		if h := handOffReason(conf); h != nil {
-			p.in.handOff = h
-			return nil, nil, errHandOff
-		}
-	}
 	name := p.Name
 	if name == "" {
 		name = Name
 	}
-	stderr, pid, base := io.Writer(os.Stderr), os.Getpid(), context.Background()
-	if p.in != nil {
-		stderr, pid, base = p.in.stderr, p.in.pid, p.in.ctx
+	log, closeLog, err := p.openLog(conf, name)
+	var refusedLog *types.Error
+	if errors.As(err, &refusedLog) && lenient {
+		err = nil
 	}
-	log, closeLog, refusedLog := openLog(conf, name, stderr, pid)
-	if refusedLog != nil && !lenient {
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := p.IPAMD(conf.SocketPath, conf.Timeout)
+	if err != nil {
 		closeLog()
-		return nil, nil, refusedLog
+		return nil, nil, err
 	}
 	log = log.With("verb", verb, "network", conf.Network)
 	if args.ContainerID != "" {
@@ -140,13 +169,12 @@ func (p *Plugin) begin(verb string, args *CmdArgs) (*call, func(), error) {
 			log.Warn("going on without a refused key", "refused", r.Msg)
 		}
 	}
-	ctx, cancel := context.WithTimeout(base, conf.Timeout)
-	c := &call{conf: conf, ctx: ctx, log: log}
-	if p.in != nil {
-		c.client = p.in.ipamd
-	} else {
-		c.client = api.NewClientDial(conf.dial, conf.Timeout)
+	base := p.Context
+	if base == nil {
+		base = context.Background()
 	}
+	ctx, cancel := context.WithTimeout(base, conf.Timeout)
+	c := &call{conf: conf, client: client, ctx: ctx, log: log, clock: p.clock()}
 	return c, func() { cancel(); closeLog() }, nil
 }
 
@@ -246,19 +274,19 @@ func (p *Plugin) Del(args *CmdArgs) error {
 // and does not answer (stopped, deadlocked) is unreachable once that wait is over,
 // so that DEL ends within the kubelet's bound whatever request_timeout says.
 func (c *call) releaseWaiting(req *api.ReleaseRequest) (*api.ReleaseResponse, error) {
-	deadline := time.Now().Add(min(DelWait, c.conf.Timeout))
+	deadline := c.clock.Now().Add(min(DelWait, c.conf.Timeout))
 	ctx, cancel := context.WithDeadline(c.ctx, deadline)
 	defer cancel()
 	for {
 		resp, err := c.client.Release(ctx, req)
-		var refused *refusedPath
+		var refused *RefusedPath
 		if !errors.Is(err, api.ErrUnreachable) || errors.As(err, &refused) || time.Until(deadline) < delRetryInterval {
 			return resp, err
 		}
 		select {
 		case <-ctx.Done():
 			return nil, err
-		case <-time.After(delRetryInterval):
+		case <-c.clock.After(delRetryInterval):
 		}
 	}
 }

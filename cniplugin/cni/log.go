@@ -1,0 +1,43 @@
+package cni
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+)
+
+// openLog returns the logger the config asks for and a function that closes its file.
+// A log file refused by the path rules (a *RefusedPath from OpenLog) is a CNI error
+// naming log_file_path, returned with a logger to Stderr; a *HandOff from OpenLog ends
+// the call; a file that cannot be opened for another reason (a full or read-only disk)
+// must not fail the CNI call, so the plugin logs to Stderr, which runtimes capture.
+func (p *Plugin) openLog(c *Config, plugin string) (*slog.Logger, func(), error) {
+	w := p.Stderr
+	if w == nil {
+		w = io.Discard
+	}
+	closeFn := func() {}
+	var openErr, refused error
+	if c.LogFile != "" {
+		rel, _ := Beneath(LogDir, c.LogFile)
+		f, err := p.OpenLog(rel)
+		var r *RefusedPath
+		var h *HandOff
+		switch {
+		case errors.As(err, &h):
+			return nil, closeFn, h
+		case errors.As(err, &r):
+			refused = invalidConfig("ipam.log_file_path", fmt.Sprintf("%v: give a regular file beneath %s, or leave the key out to log to stderr", r, LogDir))
+		case err != nil:
+			openErr = err
+		default:
+			w, closeFn = f, func() { _ = f.Close() }
+		}
+	}
+	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: c.LogLevel})).With("plugin", plugin, "pid", p.PID)
+	if openErr != nil {
+		log.Warn("logging to stderr: cannot open log_file_path", "error", openErr.Error())
+	}
+	return log, closeFn, refused
+}
