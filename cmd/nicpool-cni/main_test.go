@@ -264,8 +264,28 @@ func (instantIPAMD) Allocate(context.Context, *api.AllocateRequest) (*api.Alloca
 // per call, when ipamd does not serve it (an ipamd that answers /v1/cni with 404, as
 // one older than the front does): the front's exec, its POST, and the Go plugin's
 // whole call after it (CPU, page faults), the cost of every call before the front.
+// With NICPOOL_BENCH_GO_BASELINE naming another build of nicpool-cni, it measures that
+// build (installed beside this checkout's front) and this checkout's back to back in
+// one run, as the sub-benchmarks go=baseline and go=built.
 func BenchmarkExecAddHandedOff(b *testing.B) {
-	benchmarkAdd(b, binary, http.NotFound)
+	baseline := os.Getenv("NICPOOL_BENCH_GO_BASELINE")
+	if baseline == "" {
+		benchmarkAdd(b, binary, http.NotFound)
+		return
+	}
+	dir := b.TempDir()
+	for _, c := range []struct{ from, to string }{{binary, install.Front}, {baseline, install.GoPlugin}} {
+		data, err := os.ReadFile(c.from)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.to), data, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, f := range []struct{ name, path string }{{"go=baseline", filepath.Join(dir, install.Front)}, {"go=built", binary}} {
+		b.Run(f.name, func(b *testing.B) { benchmarkAdd(b, f.path, http.NotFound) })
+	}
 }
 
 // benchmarkAdd runs one CNI ADD per iteration, as the runtime makes it, against a

@@ -393,14 +393,9 @@ func (p *Plugin) Status(args *CmdArgs) error {
 	return nil
 }
 
-// Print writes result to w in the CNI version the config asked for.
+// Print writes result to w in the CNI version the config asked for, as
+// types.PrintResult does.
 func Print(w io.Writer, result types.Result, cniVersion string) error {
-	if b, ok := appendResult(nil, result, cniVersion); ok {
-		if _, err := w.Write(b); err != nil {
-			return types.NewError(types.ErrIOFailure, "write the result to stdout", err.Error())
-		}
-		return nil
-	}
 	out, err := result.GetAsVersion(cniVersion)
 	if err != nil {
 		return types.NewError(types.ErrIncompatibleCNIVersion,
