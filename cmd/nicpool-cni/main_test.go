@@ -238,13 +238,13 @@ func serveAdd(b *testing.B) http.HandlerFunc {
 		f, err := api.DecodeFrame(body)
 		if err != nil {
 			b.Errorf("the front's frame: %v", err)
-			http.Error(w, err.Error(), http.StatusMisdirectedRequest)
+			http.Error(w, err.Error(), api.StatusHandBack)
 			return
 		}
 		a, handOff := server.ServeFrame(r.Context(), f, instantIPAMD{})
 		if handOff != nil {
 			b.Errorf("the stand-in ipamd handed the ADD to nicpool-cni (%v): this would measure nicpool-cni, not the front", handOff)
-			http.Error(w, handOff.Error(), http.StatusMisdirectedRequest)
+			http.Error(w, handOff.Error(), api.StatusHandBack)
 			return
 		}
 		server.WriteAnswer(w, a)

@@ -1,5 +1,7 @@
-// Package server exposes the service on ipamd's unix socket with the HTTP+JSON
-// contract of ipamd/api. It decodes, asks the service, encodes: no decisions here.
+// Package server exposes the service on ipamd's unix socket with the contract of
+// ipamd/api: the JSON verbs, which it decodes, asks the service and encodes, and the
+// front's frames, which it serves with the CNI plugin's library (cniplugin/cni,
+// ServeFrame) over the same service. It makes no decisions about addresses.
 package server
 
 import (
@@ -240,10 +242,11 @@ func (l *local) Status(ctx context.Context, req *api.StatusRequest) (*api.Status
 	return localCall(ctx, l, api.PathStatus, l.svc.Status, req)
 }
 
-// forwarded serves api.PathCNI: a CNI call of the front, run by the plugin's own code
-// with ipamd as its ipamd. The answer is the plugin's stdout then its stderr; 421 hands
-// the call back to the front, which then runs nicpool-cni: so does a call over
-// api.MaxFrame or api.MaxConfig, which ipamd neither reads in full nor parses.
+// forwarded serves api.PathCNI: a CNI call of the front, run by the plugin's library
+// with ipamd as its ipamd (ServeFrame). The answer is the plugin's stdout then its
+// stderr; api.StatusHandBack hands the call back to the front, which then runs
+// nicpool-cni: so does a call over api.MaxFrame or api.MaxConfig, which ipamd neither
+// reads in full nor parses.
 func (h *handler) forwarded(ipamd *local) http.HandlerFunc {
 	handBack := func(w http.ResponseWriter, verb, kind, why string) {
 		metrics.CNICalls.WithLabelValues(verb, kind).Inc()

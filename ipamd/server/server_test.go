@@ -156,7 +156,7 @@ func TestCallsOverTheBoundsAreHandedBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil || resp.StatusCode != http.StatusMisdirectedRequest {
+	if err != nil || resp.StatusCode != api.StatusHandBack {
 		t.Fatalf("a frame over MaxFrame, of which nothing was sent: %v, %v; want 421 at once", resp, err)
 	}
 
@@ -171,7 +171,7 @@ func TestCallsOverTheBoundsAreHandedBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, err = http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil || resp.StatusCode != http.StatusMisdirectedRequest {
+	if err != nil || resp.StatusCode != api.StatusHandBack {
 		t.Fatalf("a configuration over MaxConfig: %v, %v; want 421", resp, err)
 	}
 	if got := testutil.ToFloat64(metrics.CNICalls.WithLabelValues("ADD", "size")) - before; got != 1 {
