@@ -436,9 +436,11 @@ var resolvedSelections, singleSelection = func() (string, string) {
 
 // ImmutablePodAnnotations are the pod annotations admission decides on: what a pod
 // selects (resolved at CREATE into concrete pools per interface, within admission's
-// bounds), the routes nicpool gives its interfaces, and the endpoint stamp. They are
+// bounds), the routes nicpool gives its interfaces, the endpoint stamp, and Multus's
+// networks (which interfaces the pod has, and which NAD attaches each: the entries
+// were resolved against them, and a pool's multusName admits by them). They are
 // fixed once the pod exists: an edit would reach ipamd without admission.
-var ImmutablePodAnnotations = []string{annotations.IPPools, annotations.IPPool, annotations.Routes, annotations.EndpointUID}
+var ImmutablePodAnnotations = []string{annotations.IPPools, annotations.IPPool, annotations.Routes, annotations.EndpointUID, annotations.MultusNetworks, annotations.MultusDefaultNetwork}
 
 func podsSpec() admissionregistrationv1.ValidatingAdmissionPolicySpec {
 	ann := "object.metadata.annotations"
@@ -473,7 +475,7 @@ func podsSpec() admissionregistrationv1.ValidatingAdmissionPolicySpec {
 				Expression: "request.operation != 'UPDATE' || " + fixedList + ".all(k, (k in variables.annotations) == (k in variables.oldAnnotations) && (!(k in variables.annotations) || variables.annotations[k] == variables.oldAnnotations[k]))",
 				Reason:     invalid,
 				MessageExpression: "'metadata.annotations[' + " + fixedList + ".filter(k, (k in variables.annotations) != (k in variables.oldAnnotations) || ((k in variables.annotations) && variables.annotations[k] != variables.oldAnnotations[k]))[0] + " +
-					cel("]: Forbidden: nicpool's pod annotations ("+strings.Join(ImmutablePodAnnotations, ", ")+") cannot be added, changed or removed once the pod exists: admission resolved them when the pod was created. To change them, delete the pod and create it again with the new annotations (for a Deployment or StatefulSet, change its pod template)"),
+					cel("]: Forbidden: the pod annotations nicpool's admission resolves from ("+strings.Join(ImmutablePodAnnotations, ", ")+") cannot be added, changed or removed once the pod exists: admission resolved the pod's interfaces and pools from them when the pod was created. To change them, delete the pod and create it again with the new annotations (for a Deployment or StatefulSet, change its pod template)"),
 			},
 			{
 				Expression:        onCreate + "!" + subnetList + ".exists(k, k in variables.annotations)",

@@ -179,9 +179,9 @@ func TestIPBlockWritesWithoutOverride(t *testing.T) {
 	}
 }
 
-// nicpool's pod annotations are fixed once the pod exists: admission resolved them
-// at CREATE, and an edit (a wildcard, another pool, a forged stamp) would reach ipamd
-// without admission. Every such edit is refused by the API server, webhook or not,
+// The pod annotations admission resolves from are fixed once the pod exists:
+// admission resolved them at CREATE, and an edit (a wildcard, another pool, a forged
+// stamp, another network behind an interface) would reach ipamd without admission. Every such edit is refused by the API server, webhook or not,
 // saying to recreate the pod; other annotations stay the pod author's.
 func TestPodAnnotationsFixedAfterCreate(t *testing.T) {
 	ctx := context.Background()
@@ -195,9 +195,14 @@ func TestPodAnnotationsFixedAfterCreate(t *testing.T) {
 	if err := env.Client.Create(ctx, plain); err != nil {
 		t.Fatal(err)
 	}
+	networked := pod("default", "networked-fixed", map[string]string{annotations.MultusNetworks: "default/prodnet@net1"})
+	if err := env.Client.Create(ctx, networked); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		_ = env.Client.Delete(context.Background(), resolvedPod)
 		_ = env.Client.Delete(context.Background(), plain)
+		_ = env.Client.Delete(context.Background(), networked)
 	})
 	if got := resolvedPod.Annotations[annotations.IPPools]; got != `[{"interface":"eth0","ipv4":["fixed-v4"]}]` {
 		t.Fatalf("admission resolved %s to %s", annotations.IPPools, got)
@@ -219,7 +224,12 @@ func TestPodAnnotationsFixedAfterCreate(t *testing.T) {
 		{"add routes", resolvedPod, `{"` + annotations.Routes + `":"[{\"dst\":\"10.0.0.0/8\",\"gw\":\"10.132.0.1\"}]"}`, annotations.Routes},
 		{"add ippools to a pod that had none", plain, `{"` + annotations.IPPools + `":"[{\"interface\":\"eth0\",\"ipv4\":[\"fixed-v4\"]}]"}`, annotations.IPPools},
 		{"stamp a pod with an endpoint UID", plain, `{"` + annotations.EndpointUID + `":"00000000-0000-4000-8000-000000000001"}`, annotations.EndpointUID},
+		{"attach another network on a gated pod", resolvedPod, `{"` + annotations.MultusNetworks + `":"tenant-b/prodnet@net1"}`, annotations.MultusNetworks},
+		{"change the networks", networked, `{"` + annotations.MultusNetworks + `":"default/other@net1"}`, annotations.MultusNetworks},
+		{"remove the networks", networked, `{"` + annotations.MultusNetworks + `":null}`, annotations.MultusNetworks},
+		{"add a default network", plain, `{"` + annotations.MultusDefaultNetwork + `":"default/prodnet"}`, annotations.MultusDefaultNetwork},
 		{"another annotation", resolvedPod, `{"example.com/owner":"team-a"}`, ""},
+		{"another annotation on a pod with networks", networked, `{"example.com/owner":"team-a"}`, ""},
 		{"another annotation on a plain pod", plain, `{"example.com/owner":"team-a"}`, ""},
 	} {
 		err := edit(tc.pod, tc.body)
