@@ -862,23 +862,6 @@ func configuration(t *testing.T, kubeconfig, ns string) *action.Configuration {
 	if err := cfg.Init(flags, ns, "secret", func(format string, v ...any) { fmt.Fprintf(&logs, format+"\n", v...) }); err != nil {
 		t.Fatal(err)
 	}
-	// The pinned kube-apiserver is built from source without its version stamped
-	// (it reports v0.0.0-master), which the chart's kubeVersion refuses: the
-	// capabilities say the pinned version instead, with the API server's own
-	// API versions.
-	dc, err := flags.ToDiscoveryClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	apis, err := action.GetVersionSet(dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Capabilities = &chartutil.Capabilities{
-		KubeVersion: chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"},
-		APIVersions: apis,
-		HelmVersion: chartutil.DefaultCapabilities.HelmVersion,
-	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(logs.String())
