@@ -96,12 +96,19 @@ func (l *Ledger) claim(ctx context.Context, ps *poolState, v *poolView) error {
 			}
 		}
 		b := newBlock(v, v.layout.At(i), l.opts.Node)
+		if l.beforeClaim != nil {
+			l.beforeClaim(ps.name)
+		}
 		err := l.opts.Client.Create(ctx, b)
 		switch {
 		case err == nil:
+			cs.taken[i], cs.next, cs.misses = true, i+1, 0
+			if err := l.stillOpen(ctx, v); err != nil {
+				claims.WithLabelValues(ps.name, "refused").Inc()
+				return err
+			}
 			claims.WithLabelValues(ps.name, "claimed").Inc()
 			b.ManagedFields = nil
-			cs.taken[i], cs.next, cs.misses = true, i+1, 0
 			q := l.queue(ps.name, b.Name, v.layout.At(i))
 			q.offer(b)
 			ps.remember(q)
@@ -129,6 +136,29 @@ func (l *Ledger) claim(ctx context.Context, ps *poolState, v *poolView) error {
 		}
 	}
 	return fmt.Errorf("claim a block of pool %s: %d creates lost to other nodes; try again", ps.name, maxClaimTries)
+}
+
+// stillOpen reads the pool from the API server once a block of it was created and
+// refuses the block when the pool is being deleted, gone, or another pool of the same
+// name: nothing is ever recorded in it. This closes the race with the pool's
+// finalizer, which lets a pool go only after a list of its blocks, read from the API
+// server after the pool's deletionTimestamp was set, found each empty and deleted it
+// under its resourceVersion. A block created before that timestamp was set is in that
+// list (the create is followed by this read, which saw no timestamp); one created
+// after is refused here. The block itself stays empty: the finalizer or, once the pool
+// is gone, the Kubernetes garbage collector deletes it.
+func (l *Ledger) stillOpen(ctx context.Context, v *poolView) error {
+	p := &v2beta1.SpiderIPPool{}
+	err := l.opts.Fresh.Get(ctx, client.ObjectKeyFromObject(v.pool), p)
+	switch {
+	case apierrors.IsNotFound(err), err == nil && p.UID != v.pool.UID:
+		return fmt.Errorf("allocate from pool %s: it was deleted: %w", v.pool.Name, ErrPoolTerminating)
+	case err != nil:
+		return fmt.Errorf("read pool %s after claiming a block of it: %w", v.pool.Name, err)
+	case p.DeletionTimestamp != nil:
+		return fmt.Errorf("allocate from pool %s: %w", v.pool.Name, ErrPoolTerminating)
+	}
+	return nil
 }
 
 // recentlyNone reports whether a list showed every block claimed less than noneFor ago.

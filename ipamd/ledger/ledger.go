@@ -134,6 +134,10 @@ type Ledger struct {
 	pools  map[string]*poolState
 	// ahead: the queues whose newest copy this process has is ahead of its cache.
 	ahead aheadSet
+
+	// beforeClaim, set by tests only, runs after a claim has chosen its block and
+	// before it creates it: where another process's write can come in between.
+	beforeClaim func(pool string)
 }
 
 // New returns a ledger; see Options.

@@ -19,7 +19,7 @@ var (
 	})
 	claims = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nicpool_ledger_block_claims_total",
-		Help: "Blocks this node tried to claim with a create, by result: claimed, lost (another node had it).",
+		Help: "Blocks this node tried to claim with a create, by result: claimed, lost (another node had it), refused (the pool was being deleted once the block existed).",
 	}, []string{"pool", "result"})
 	lists = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nicpool_ledger_block_lists_total",
