@@ -5,11 +5,13 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/endpoint"
 	"github.com/nicpool/nicpool/webhook/admission/pod"
 )
@@ -23,6 +25,7 @@ const (
 // Names of the ValidatingAdmissionPolicies (each bound by a binding of the same name).
 const (
 	EndpointsPolicy  = "spiderendpoints.nicpool.io"
+	TakeoversPolicy  = "spiderendpoint-takeovers.nicpool.io"
 	PoolStatusPolicy = "spiderippool-status.nicpool.io"
 	PodsPolicy       = "pods.nicpool.io"
 	BlocksPolicy     = "ipblocks.nicpool.io"
@@ -80,6 +83,7 @@ func Policies(o Options) ([]*admissionregistrationv1.ValidatingAdmissionPolicy, 
 	o = o.withDefaults()
 	policies := []*admissionregistrationv1.ValidatingAdmissionPolicy{
 		policy(EndpointsPolicy, endpointsSpec(o)),
+		policy(TakeoversPolicy, takeoversSpec(o)),
 		policy(PoolStatusPolicy, poolStatusSpec(o)),
 		policy(PodsPolicy, podsSpec()),
 		policy(BlocksPolicy, blocksSpec(o)),
@@ -94,6 +98,16 @@ func Policies(o Options) ([]*admissionregistrationv1.ValidatingAdmissionPolicy, 
 				PolicyName:        p.Name,
 				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 			},
+		}
+		if p.Name == TakeoversPolicy {
+			// The pods a takeover is checked against: the StatefulSet pods of the
+			// endpoint's namespace, as the API server's own pod informer holds them.
+			// None (no StatefulSet pod there) leaves nothing to check.
+			allow := admissionregistrationv1.AllowAction
+			b.Spec.ParamRef = &admissionregistrationv1.ParamRef{
+				Selector:                &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: appsv1.StatefulSetPodNameLabel, Operator: metav1.LabelSelectorOpExists}}},
+				ParameterNotFoundAction: &allow,
+			}
 		}
 		if p.Name == PodsPolicy {
 			// As the pod webhooks: nicpool must be able to start its own pods.
@@ -226,6 +240,14 @@ func endpointsSpec(o Options) admissionregistrationv1.ValidatingAdmissionPolicyS
 				MessageExpression: cel(IpamdServiceAccount+" of node ") + " + variables.node + " + cel(" takes over the SpiderEndpoint of pod UID ") + " + variables.oldUID + " + cel(" only keeping some of its records (status.current.ips) unchanged for the new pod; it adds or changes none"),
 			},
 			{
+				// Only a StatefulSet pod's endpoint is taken over (ipamd's successor
+				// rule), as its node recorded it: the kind is changed with the pod UID
+				// only, so another node cannot make a Deployment pod's endpoint one.
+				Expression:        "!variables.ipamd || request.operation != 'UPDATE' || variables.oldUID == variables.newUID || (has(oldObject.status.ownerControllerType) && oldObject.status.ownerControllerType == " + cel(workload.KindStatefulSet) + ")",
+				Reason:            forbidden,
+				MessageExpression: cel(IpamdServiceAccount+" of node ") + " + variables.node + " + cel(" takes over only the SpiderEndpoint of a StatefulSet pod (status.ownerControllerType StatefulSet), not ") + " + object.metadata.namespace + '/' + object.metadata.name + " + cel(": delete the endpoint, or let nicpool's garbage collector do so once its pod is gone"),
+			},
+			{
 				// The previous UIDs only grow, by the UID a takeover replaces; an
 				// endpoint never returns to one of them. So no sequence of takeovers by
 				// any ipamd hands a pod's endpoint back to that pod changed.
@@ -270,6 +292,40 @@ func endpointsSpec(o Options) admissionregistrationv1.ValidatingAdmissionPolicyS
 				Message:    "status.current.ips[*].ipv4, ipv6: Invalid value: an address with the pool's prefix length of its family, e.g. 10.6.0.10/16 or fd00:6::10/64",
 			},
 		},
+	}
+}
+
+// takeoversSpec holds a takeover (an ipamd's change of an endpoint's pod UID) to the
+// pod it is for: the pod of the endpoint's name, as the API server knows it, must
+// have the new UID and be bound to the writing ipamd's node, and not be terminating.
+// So while a StatefulSet pod lives, no ipamd but its own node's moves its endpoint
+// to any other UID, and its own node only to its own UID; once it is gone, only the
+// node its successor is bound to takes the endpoint over, for that successor. The
+// pods are the policy's params (the binding selects the namespace's StatefulSet
+// pods), each checked on its own: a pod of another name passes.
+func takeoversSpec(o Options) admissionregistrationv1.ValidatingAdmissionPolicySpec {
+	uid := func(obj string) string {
+		return "has(" + obj + ".status) && has(" + obj + ".status.current) && has(" + obj + ".status.current.uid) ? " + obj + ".status.current.uid : ''"
+	}
+	mine := "params.metadata.uid == variables.newUID && has(params.spec.nodeName) && params.spec.nodeName == variables.node && !has(params.metadata.deletionTimestamp)"
+	return admissionregistrationv1.ValidatingAdmissionPolicySpec{
+		ParamKind:        &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "Pod"},
+		MatchConstraints: constraints([]string{v2beta1.GroupVersion.Group}, "spiderendpoints", admissionregistrationv1.NamespacedScope, admissionregistrationv1.Update),
+		MatchConditions: []admissionregistrationv1.MatchCondition{{
+			Name:       "ipamd-changes-the-pod-uid",
+			Expression: "request.userInfo.username == " + cel(serviceAccountUser(o.Namespace, IpamdServiceAccount)) + " && (" + uid("object") + ") != (" + uid("oldObject") + ")",
+		}},
+		Variables: append(writerVariables(o),
+			admissionregistrationv1.Variable{Name: "newUID", Expression: uid("object")},
+		),
+		Validations: []admissionregistrationv1.Validation{{
+			Expression: "params.metadata.name != object.metadata.name || (" + mine + ")",
+			Reason:     ptrTo(metav1.StatusReasonForbidden),
+			MessageExpression: cel(IpamdServiceAccount+" of node ") + " + variables.node + " + cel(" takes over SpiderEndpoint ") + " + object.metadata.namespace + '/' + object.metadata.name + " +
+				cel(" only for the pod of that name bound to that node (status.current.uid its metadata.uid): pod ") + " + params.metadata.namespace + '/' + params.metadata.name + " + cel(" is UID ") + " + params.metadata.uid + " +
+				"(has(params.spec.nodeName) ? " + cel(" on node ") + " + params.spec.nodeName : " + cel(", not bound to a node") + ") + (has(params.metadata.deletionTimestamp) ? " + cel(", terminating") + " : '') + " +
+				cel("; a StatefulSet pod's successor takes its endpoint over once it is gone and the successor is bound"),
+		}},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/webhooktest"
 	"github.com/nicpool/nicpool/ipamd/endpoint"
+	"github.com/nicpool/nicpool/ipamd/invariants"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
@@ -263,6 +265,7 @@ func TestEndpointCannotBeRestoredByAnotherNode(t *testing.T) {
 	other.IPv4Pool = ptr.To("q")
 	live := func(name string) *v2beta1.SpiderEndpoint {
 		ep := endpointWith(name, "live-pod", kept, other)
+		ep.Status.OwnerControllerType, ep.Status.OwnerControllerName = "StatefulSet", "db"
 		if err := nodes["node-1"].Create(ctx, ep); err != nil {
 			t.Fatal(err)
 		}
@@ -332,4 +335,102 @@ func TestEndpointCannotBeRestoredByAnotherNode(t *testing.T) {
 	run("takeovers", step{node: "node-2", uid: "pod-2", ips: []v2beta1.IPAllocationDetail{kept}}, step{node: "node-2", uid: "pod-2", ips: []v2beta1.IPAllocationDetail{kept, other}},
 		step{node: "node-3", uid: "pod-3", ips: []v2beta1.IPAllocationDetail{other}}, step{node: "node-3", uid: "pod-3"})
 	run("own-delete", step{node: "node-1", del: true})
+}
+
+// Another node's ipamd cannot move a live StatefulSet pod's SpiderEndpoint to any
+// other pod UID, made up or real, and the pod's own node cannot either: a takeover
+// names the pod of the endpoint's name as the API server knows it, bound to the
+// writing node. Once the pod is gone and its successor is bound to node-2, node-2
+// takes the endpoint over for that successor, and no other node or UID does. A
+// Deployment pod's endpoint is never taken over. Refusals are tried first as dry
+// runs, polled until the API server's pod informer has seen the pods.
+func TestEndpointOfALivePodIsNotDetached(t *testing.T) {
+	ctx := context.Background()
+	nodes := map[string]client.Client{"node-1": ipamdOf(t, "node-1"), "node-2": ipamdOf(t, "node-2"), "node-3": ipamdOf(t, "node-3")}
+	statefulSetPod := func(name, node string) *corev1.Pod {
+		p := pod("default", name, nil)
+		p.Labels = map[string]string{appsv1.StatefulSetPodNameLabel: name}
+		p.Spec.NodeName = node
+		if err := env.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	gone := func(p *corev1.Pod) {
+		if err := env.Client.Delete(ctx, p, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	live := statefulSetPod("db-0", "node-1")
+	t.Cleanup(func() { gone(live) })
+	ep := endpointWith("db-0", string(live.UID))
+	ep.Status.OwnerControllerType, ep.Status.OwnerControllerName = "StatefulSet", "db"
+	if err := nodes["node-1"].Create(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ep) })
+	// takeOver writes what ipamd's takeover writes, as node, for pod UID uid.
+	takeOver := func(node, uid string, opts ...client.UpdateOption) error {
+		cur := &v2beta1.SpiderEndpoint{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ep), cur); err != nil {
+			t.Fatal(err)
+		}
+		endpoint.AppendPreviousUID(cur, cur.Status.Current.UID)
+		cur.Status.Current = v2beta1.PodIPAllocation{UID: uid, Node: node}
+		return nodes[node].Update(ctx, cur, opts...)
+	}
+	refused := func(what, node, uid, want string) {
+		t.Helper()
+		fixtures.Eventually(t, what+" refused", func(context.Context) bool {
+			return takeOver(node, uid, client.DryRunAll) != nil
+		})
+		err := takeOver(node, uid)
+		if !byPolicy(err, configs.TakeoversPolicy) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v; want refused by %s saying %q", what, err, configs.TakeoversPolicy, want)
+		}
+	}
+	onNode1 := "pod default/db-0 is UID " + string(live.UID) + " on node node-1"
+	refused("another node detaching the live pod's endpoint to a made-up UID", "node-2", "made-up", onNode1)
+	refused("a third node doing so", "node-3", "made-up-3", onNode1)
+	refused("the pod's own node doing so", "node-1", "made-up", onNode1)
+
+	gone(live)
+	successor := statefulSetPod("db-0", "node-2")
+	t.Cleanup(func() { gone(successor) })
+	onNode2 := "pod default/db-0 is UID " + string(successor.UID) + " on node node-2"
+	refused("another node taking over for the successor", "node-3", string(successor.UID), onNode2)
+	refused("the successor's node taking over for a made-up UID", "node-2", "made-up", onNode2)
+	refused("the old pod's node taking over for the old pod", "node-1", "made-up-1", onNode2)
+	if err := takeOver("node-2", string(successor.UID)); err != nil {
+		t.Errorf("the successor's node taking the endpoint over for it: %v", err)
+	}
+
+	// A Deployment pod's endpoint: no StatefulSet pod stands for it, and still no
+	// node takes it over.
+	plain := endpointWith("web-1", "web-1-uid")
+	plain.Status.OwnerControllerType, plain.Status.OwnerControllerName = "ReplicaSet", "web"
+	if err := nodes["node-1"].Create(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), plain) })
+	upd := plain.DeepCopy()
+	endpoint.AppendPreviousUID(upd, upd.Status.Current.UID)
+	upd.Status.Current = v2beta1.PodIPAllocation{UID: "made-up", Node: "node-2"}
+	if err := nodes["node-2"].Update(ctx, upd); !byPolicy(err, configs.EndpointsPolicy) || !strings.Contains(err.Error(), "takes over only the SpiderEndpoint of a StatefulSet pod") {
+		t.Errorf("another node taking over a Deployment pod's endpoint: %v; want refused by %s", err, configs.EndpointsPolicy)
+	}
+
+	for _, o := range []client.Object{ep, plain} {
+		if err := env.Client.Delete(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone(successor)
+	fixtures.Eventually(t, "invariants hold", func(ctx context.Context) bool {
+		err := invariants.Check(ctx, env.Client, invariants.Options{})
+		if err != nil {
+			t.Log(err)
+		}
+		return err == nil
+	})
 }
