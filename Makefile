@@ -66,7 +66,7 @@ build: front-deps ## build nicpool's binaries into bin/: nicpool (the CNI plugin
 
 # front-deps: what compiling the front needs, for the host and for every other platform
 # of FRONT_PLATFORMS (Debian's musl and cross compilers; qemu-user-static, which runs the
-# arm64 front in the tests): hack/front/deps.sh installs what is missing with apt-get
+# arm64, ppc64le and s390x fronts in the tests): hack/front/deps.sh installs what is missing with apt-get
 # when run as root, and otherwise names the packages and stops.
 FRONT_PLATFORMS ?= $(HOST_PLATFORM)
 front-deps:
@@ -82,7 +82,7 @@ generate: tools ## regenerate deepcopy code and CRD YAML from crds/api
 	$(BIN)/controller-gen crd paths=./crds/api/... output:crd:artifacts:config=crds/yaml
 
 test: tools tools-runc build ## everything CI runs: vet, unit and integration tests against a real API server
-	@# The front's tests also run its arm64 build under qemu-user.
+	@# The front's tests also run its arm64, ppc64le and s390x builds under qemu-user.
 	@hack/front/deps.sh $(HOST_PLATFORM) qemu
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # deps.sh PLATFORM... [qemu]: make sure this machine can compile the CNI plugin's front
 # (cniplugin/front/nicpool.c, static against musl) for each os/arch given, and, with
-# `qemu`, run its arm64 build under qemu-user (as the front's tests do). What is
+# `qemu`, run its arm64, ppc64le and s390x builds under qemu-user (as the front's tests
+# do). What is
 # missing is installed from Debian's packages with apt-get when run as root; otherwise
 # the packages are named and the build stops.
 #
 #   the host:      musl-gcc (musl-tools)
 #   another arch:  <triple>-linux-musl-gcc (musl-dev:<arch> through
 #                  `dpkg --add-architecture`, and gcc-<triple>-linux-gnu, which it drives)
-#   qemu:          qemu-aarch64-static (qemu-user-static), and the arm64 compiler
+#   qemu:          qemu-{aarch64,ppc64le,s390x}-static (qemu-user-static), and the
+#                  arm64, ppc64le and s390x compilers
 set -euo pipefail
 
 host="$(go env GOOS)/$(go env GOARCH)"
@@ -26,11 +28,19 @@ cross() {
   esac
 }
 
+platforms=()
 for p in "$@"; do
   if [ "$p" = qemu ]; then
-    command -v qemu-aarch64-static >/dev/null || { need+=(qemu-user-static); missing+=(qemu-aarch64-static); }
-    p=linux/arm64
+    for q in aarch64 ppc64le s390x; do
+      command -v "qemu-$q-static" >/dev/null || { need+=(qemu-user-static); missing+=("qemu-$q-static"); break; }
+    done
+    platforms+=(linux/arm64 linux/ppc64le linux/s390x)
+  else
+    platforms+=("$p")
   fi
+done
+
+for p in "${platforms[@]}"; do
   if [ "$p" = "$host" ]; then
     command -v musl-gcc >/dev/null || { need+=(musl-tools); missing+=(musl-gcc); }
     continue

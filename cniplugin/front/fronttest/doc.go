@@ -9,9 +9,10 @@
 // does: the network's request_timeout, which the front finds by a bounded scan of the
 // configuration; a DEL that ipamd does not answer within 5 s is handed to nicpool-cni.
 //
-// The tests build the front three ways from the one source (for this machine with
+// The tests build the front five ways from the one source (for this machine with
 // musl as shipped; as a hosted glibc program under AddressSanitizer and
-// UndefinedBehaviorSanitizer; for arm64 with musl, run under qemu-user) and run each
-// against a stand-in ipamd that answers well and badly in every way listed in
-// front_test.go, with a stand-in nicpool-cni that shows each hand-off.
+// UndefinedBehaviorSanitizer; for arm64, ppc64le and s390x with musl, each run under
+// qemu-user) and run each against a stand-in ipamd that answers well and badly in
+// every way listed in front_test.go, with a stand-in nicpool-cni that shows each
+// hand-off.
 package fronttest

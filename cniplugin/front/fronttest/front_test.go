@@ -43,11 +43,13 @@ var builds []build
 // call reached nicpool-cni with its stdin intact.
 const standInPlugin = "#!/bin/sh\nprintf 'handed off: %s\\n' \"$CNI_COMMAND\"\nexec cat\n"
 
-// The qemu-user of the arm64 build, and the musl cross compiler for it.
-const (
-	qemuARM64 = "qemu-aarch64-static"
-	ccARM64   = "aarch64-linux-musl-gcc"
-)
+// The builds for other architectures: each runs under its qemu-user, built by its
+// musl cross compiler (hack/front/deps.sh installs both).
+var crossBuilds = []struct{ name, qemu, cc string }{
+	{"arm64", "qemu-aarch64-static", "aarch64-linux-musl-gcc"},
+	{"ppc64le", "qemu-ppc64le-static", "powerpc64le-linux-musl-gcc"},
+	{"s390x", "qemu-s390x-static", "s390x-linux-musl-gcc"},
+}
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "nicpool-front-")
@@ -65,14 +67,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildAll builds the front three ways from its one source: as shipped for this
-// machine (musl, static), hosted under ASan and UBSan (glibc), and as shipped for
-// arm64, which runs under qemu-user.
+// buildAll builds the front from its one source: as shipped for this machine (musl,
+// static), hosted under ASan and UBSan (glibc), and as shipped for arm64, ppc64le and
+// s390x, each run under qemu-user.
 func buildAll(dir string) error {
-	for _, b := range []struct {
+	type compiled struct {
 		build
 		compile func(out string) error
-	}{
+	}
+	all := []compiled{
 		{build{name: "musl"}, func(out string) error { return binaries.BuildFront(binaries.FrontCC, out) }},
 		{build{name: "sanitized", sanitized: true}, func(out string) error {
 			cmd := exec.Command("cc", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
@@ -83,13 +86,16 @@ func buildAll(dir string) error {
 			}
 			return nil
 		}},
-		{build{name: "arm64", runner: qemuARM64}, func(out string) error {
-			if _, err := exec.LookPath(qemuARM64); err != nil {
-				return fmt.Errorf("%s is missing: it runs the front's arm64 build; `make front-deps FRONT_PLATFORMS=\"linux/amd64 qemu\"` installs it (hack/front/deps.sh)", qemuARM64)
+	}
+	for _, c := range crossBuilds {
+		all = append(all, compiled{build{name: c.name, runner: c.qemu}, func(out string) error {
+			if _, err := exec.LookPath(c.qemu); err != nil {
+				return fmt.Errorf("%s is missing: it runs the front's %s build; `make front-deps FRONT_PLATFORMS=\"linux/amd64 qemu\"` installs it (hack/front/deps.sh)", c.qemu, c.name)
 			}
-			return binaries.BuildFront(ccARM64, out)
-		}},
-	} {
+			return binaries.BuildFront(c.cc, out)
+		}})
+	}
+	for _, b := range all {
 		d := filepath.Join(dir, b.name)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
