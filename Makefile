@@ -43,7 +43,7 @@ FRONT_SRC    := cniplugin/front/nicpool.c
 FRONT_CC     := musl-gcc
 FRONT_CFLAGS := -static -no-pie -s -O2 -Wall -Wextra -Werror
 
-.PHONY: front-deps tools-runc all build local test e2e test-real test-spiderpool bench bench-scale fuzz generate tools tools-node lint run up down clean help
+.PHONY: front-deps tools-runc all build local test e2e test-real test-spiderpool bench bench-exec bench-scale fuzz generate tools tools-node lint run up down clean help
 
 all: build
 
@@ -98,6 +98,9 @@ bench: tools build ## benchmarks (limit test, admission, memory, the scale scena
 	$(GOTEST) -v -run '^$$' -bench . -benchmem -benchtime 1x -timeout 60m $$($(GO) list ./... | grep -v '/e2e/scale$$')
 	cd e2e/peers/whereabouts && KUBEBUILDER_ASSETS=$(BIN) $(GOTEST) -v -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
 	$(MAKE) bench-scale
+
+bench-exec: tools build ## the front's exec figures in one run: Limit1000/exec and BenchmarkExecAdd against FRONT_BASELINE's front (default ff96208)
+	hack/bench/exec.sh $(or $(FRONT_BASELINE),ff96208)
 
 # The scale scenarios run one after the other, each on a control plane of its own,
 # each bounded by its own deadline.
