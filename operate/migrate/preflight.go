@@ -52,6 +52,7 @@ func Preflight(ctx context.Context, r client.Reader, in Inputs) (blockers, warni
 		blockers = append(blockers, ownedBySpiderpool("network-attachment-definition", n.Namespace, n.Name, n.OwnerReferences)...)
 	}
 	blockers = append(blockers, virtualMachines(in.Endpoints)...)
+	blockers = append(blockers, coordinatorChains(in.Networks)...)
 	for _, kind := range unsupportedKinds {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(v2beta1.GroupVersion.WithKind(kind + "List"))
