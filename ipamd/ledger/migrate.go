@@ -43,7 +43,9 @@ func (l *Ledger) migrate(ctx context.Context, ps *poolState) error {
 			return nil
 		}
 		// The records are of pods on every node: the blocks belong to none.
-		if err := l.importRecords(ctx, p, p.Status.OlderLayout, ""); err != nil {
+		// A record of the older layout is the newest word on its address (an older
+		// nicpool wrote it there last): it replaces what a first pass wrote.
+		if err := l.importRecords(ctx, p, p.Status.OlderLayout, "", false); err != nil {
 			return fmt.Errorf("migrate the records of pool %s into blocks: %w", p.Name, err)
 		}
 		p.Status.AllocatedIPs = nil
@@ -61,16 +63,72 @@ func (l *Ledger) migrate(ctx context.Context, ps *poolState) error {
 	}
 }
 
-// Import writes records of the pool into its blocks: each address's record becomes
-// what recs says, whoever held it in the block before; blocks that do not exist are
-// created for this ledger's node (none for a cluster-level ledger). It is how records
-// written elsewhere (another IPAM, test fixtures) enter the ledger, and it is
-// idempotent.
-func (l *Ledger) Import(ctx context.Context, pool *v2beta1.SpiderIPPool, recs v2beta1.PoolIPAllocations) error {
-	return l.importRecords(ctx, pool, recs, l.opts.Node)
+// HeldError refuses to import a record of an address that a block already records
+// for another holder.
+type HeldError struct {
+	Pool, Address string
+	// Holder is who the block records; Wanted who the import would have written.
+	Holder, Wanted v2beta1.PoolIPAllocation
 }
 
-func (l *Ledger) importRecords(ctx context.Context, pool *v2beta1.SpiderIPPool, recs v2beta1.PoolIPAllocations, node string) error {
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("address %s of pool %s is recorded for pod %s (UID %s, %s), not for pod %s (UID %s, %s): it is left as it is; release it (kubectl nicpool release) if that pod no longer uses it",
+		e.Address, e.Pool, e.Holder.Pod, e.Holder.PodUID, e.Holder.Interface, e.Wanted.Pod, e.Wanted.PodUID, e.Wanted.Interface)
+}
+
+// Import writes records of the pool into its blocks; blocks that do not exist are
+// created for this ledger's node (none for a cluster-level ledger). It is how records
+// written elsewhere (another IPAM, test fixtures) enter the ledger, and it is
+// idempotent. It never overwrites another holder: when a block records one of the
+// addresses for someone else, it writes nothing and returns a *HeldError for each
+// such address (a holder that appears while the blocks are written refuses only its
+// own block, with a *HeldError too).
+func (l *Ledger) Import(ctx context.Context, pool *v2beta1.SpiderIPPool, recs v2beta1.PoolIPAllocations) error {
+	if err := l.HeldByOthers(ctx, pool, recs); err != nil {
+		return err
+	}
+	return l.importRecords(ctx, pool, recs, l.opts.Node, true)
+}
+
+// HeldByOthers reads, from the API server, the blocks recs would be written into and
+// returns a *HeldError for each address they record for another holder.
+func (l *Ledger) HeldByOthers(ctx context.Context, pool *v2beta1.SpiderIPPool, recs v2beta1.PoolIPAllocations) error {
+	subnet, err := netip.ParsePrefix(pool.Spec.Subnet)
+	if err != nil {
+		return fmt.Errorf("pool %s spec.subnet %q: %w", pool.Name, pool.Spec.Subnet, err)
+	}
+	blocks := map[string]*ipamv1alpha1.IPBlock{}
+	var errs []error
+	for key, want := range recs {
+		a, err := netip.ParseAddr(key)
+		if err != nil || !subnet.Contains(a) {
+			continue // left out by the import, which says so
+		}
+		name := block.Name(pool.Name, block.Of(subnet, a))
+		b, seen := blocks[name]
+		if !seen {
+			b = &ipamv1alpha1.IPBlock{}
+			if err := l.opts.Fresh.Get(ctx, client.ObjectKey{Name: name}, b); err != nil {
+				if !apierrors.IsNotFound(err) {
+					return fmt.Errorf("read block %s: %w", name, err)
+				}
+				b = nil
+			}
+			blocks[name] = b
+		}
+		if b == nil {
+			continue
+		}
+		if cur, ok := b.Status.Allocations[a.String()]; ok && cur != want {
+			errs = append(errs, &HeldError{Pool: pool.Name, Address: a.String(), Holder: cur, Wanted: want})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// importRecords writes recs into the pool's blocks; keepOthers refuses an address a
+// block records for another holder, else the record becomes what recs says.
+func (l *Ledger) importRecords(ctx context.Context, pool *v2beta1.SpiderIPPool, recs v2beta1.PoolIPAllocations, node string, keepOthers bool) error {
 	subnet, err := netip.ParsePrefix(pool.Spec.Subnet)
 	if err != nil {
 		return fmt.Errorf("pool %s spec.subnet %q: %w", pool.Name, pool.Spec.Subnet, err)
@@ -101,7 +159,7 @@ func (l *Ledger) importRecords(ctx context.Context, pool *v2beta1.SpiderIPPool, 
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			if err := l.importBlock(ctx, v, blk, part, node); err != nil {
+			if err := l.importBlock(ctx, v, blk, part, node, keepOthers); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -113,7 +171,7 @@ func (l *Ledger) importRecords(ctx context.Context, pool *v2beta1.SpiderIPPool, 
 }
 
 // importBlock writes recs into one block, creating it when it does not exist.
-func (l *Ledger) importBlock(ctx context.Context, v *poolView, blk netip.Prefix, recs v2beta1.PoolIPAllocations, node string) error {
+func (l *Ledger) importBlock(ctx context.Context, v *poolView, blk netip.Prefix, recs v2beta1.PoolIPAllocations, node string, keepOthers bool) error {
 	name := block.Name(v.pool.Name, blk)
 	q := l.queue(v.pool.Name, name, blk)
 	create := true // most blocks of a pool being migrated do not exist yet
@@ -150,7 +208,12 @@ func (l *Ledger) importBlock(ctx context.Context, v *poolView, blk netip.Prefix,
 		}
 		changed := false
 		for key, rec := range recs {
-			if upd.Status.Allocations[key] != rec {
+			cur, held := upd.Status.Allocations[key]
+			switch {
+			case cur == rec:
+			case held && keepOthers:
+				return &HeldError{Pool: v.pool.Name, Address: key, Holder: cur, Wanted: rec}
+			default:
 				upd.Status.Allocations[key], changed = rec, true
 			}
 		}

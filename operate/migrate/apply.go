@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -113,14 +116,24 @@ func applyPool(ctx context.Context, c client.Client, w *writer, pp PoolPlan, log
 	if p.Records == nil {
 		return nil // done by an earlier run
 	}
-	if len(p.Records) != len(pp.Entries) {
-		return fmt.Errorf("it changed since the plan was made (%d records, the plan has %d): run the migration again", len(p.Records), len(pp.Entries))
+	if changed := changedSince(pp, p.Records); changed != "" {
+		return fmt.Errorf("it changed since the plan was made (%s): nothing of it was written; run the migration again", changed)
 	}
 	subnet, err := netip.ParsePrefix(p.Object.Spec.Subnet)
 	if err != nil {
 		return fmt.Errorf("spec.subnet %q: %w", p.Object.Spec.Subnet, err)
 	}
-	for _, pl := range pp.PlacedByBlock(subnet) {
+	placed := pp.PlacedByBlock(subnet)
+	// Every block first, so that an address nicpool already records for another pod
+	// refuses the pool before any of its records is written.
+	all := v2beta1.PoolIPAllocations{}
+	for _, pl := range placed {
+		maps.Copy(all, pl.Records)
+	}
+	if err := w.ledger("").HeldByOthers(ctx, p.Object, all); err != nil {
+		return fmt.Errorf("nothing of it was written: %w", err)
+	}
+	for _, pl := range placed {
 		if err := w.ledger(pl.Node).Import(ctx, p.Object, pl.Records); err != nil {
 			return fmt.Errorf("write its records: %w", err)
 		}
@@ -141,6 +154,37 @@ func applyPool(ctx context.Context, c client.Client, w *writer, pp PoolPlan, log
 	}
 	log.Info("migrated", "pool", pp.Name, "records", pp.Count(Migrate), "dropped", pp.Count(Drop))
 	return nil
+}
+
+// changedSince compares the records of spiderpool's string as they are now with the
+// ones the plan decided on, record by record, and says what differs ("" when nothing
+// does): a count alone misses an address given to another pod.
+func changedSince(pp PoolPlan, now map[string]Record) string {
+	var diffs []string
+	planned := make(map[string]Entry, len(pp.Entries))
+	for _, e := range pp.Entries {
+		planned[e.Address] = e
+	}
+	for _, e := range pp.Entries {
+		rec, ok := now[e.Address]
+		switch {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("%s of pod %s was released", e.Address, e.Pod))
+		case rec.Pod != e.Pod || rec.PodUID != e.PodUID:
+			diffs = append(diffs, fmt.Sprintf("%s is now pod %s's (UID %s), planned for pod %s (UID %s)", e.Address, rec.Pod, rec.PodUID, e.Pod, e.PodUID))
+		}
+	}
+	for addr, rec := range now {
+		if _, ok := planned[addr]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s was given to pod %s", addr, rec.Pod))
+		}
+	}
+	sort.Strings(diffs)
+	const most = 5
+	if len(diffs) > most {
+		diffs = append(diffs[:most], fmt.Sprintf("%d more", len(diffs)-most))
+	}
+	return strings.Join(diffs, "; ")
 }
 
 // fieldManager names the writer of what the migration writes.
