@@ -57,7 +57,7 @@ func Preflight(ctx context.Context, r client.Reader, in Inputs) (blockers, warni
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(v2beta1.GroupVersion.WithKind(kind + "List"))
 		switch err := r.List(ctx, list); {
-		case meta.IsNoMatchError(err):
+		case meta.IsNoMatchError(err), apierrors.IsNotFound(err): // no such CRD (any more)
 		case err != nil:
 			return nil, nil, fmt.Errorf("list %ss: %w", kind, err)
 		case len(list.Items) > 0:
