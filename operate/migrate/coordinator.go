@@ -1,11 +1,12 @@
 package migrate
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+
+	"github.com/nicpool/nicpool/webhook/admission/views"
 )
 
 // coordinatorType is the CNI type of spiderpool's coordinator plugin.
@@ -38,14 +39,11 @@ func chainsCoordinator(config string) bool {
 	type plugin struct {
 		Type string `json:"type"`
 	}
-	var conf struct {
-		plugin
-		Plugins []plugin `json:"plugins"`
-	}
-	if err := json.Unmarshal([]byte(config), &conf); err != nil {
+	plugins, err := views.ConfigPlugins[plugin](config)
+	if err != nil {
 		return false
 	}
-	for _, p := range append(conf.Plugins, conf.plugin) {
+	for _, p := range plugins {
 		if p.Type == coordinatorType {
 			return true
 		}

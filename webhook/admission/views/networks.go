@@ -51,14 +51,11 @@ func UsesNicpool(config string) bool {
 			Type string `json:"type"`
 		} `json:"ipam"`
 	}
-	var conf struct {
-		plugin
-		Plugins []plugin `json:"plugins"`
-	}
-	if err := json.Unmarshal([]byte(config), &conf); err != nil {
+	plugins, err := ConfigPlugins[plugin](config)
+	if err != nil {
 		return false
 	}
-	for _, p := range append(conf.Plugins, conf.plugin) {
+	for _, p := range plugins {
 		for _, t := range IPAMTypes {
 			if p.IPAM.Type == t {
 				return true
@@ -66,4 +63,20 @@ func UsesNicpool(config string) bool {
 		}
 	}
 	return false
+}
+
+// ConfigPlugins decodes a CNI network configuration, a single plugin or a list, into
+// its plugins, each as a T (the single form is the configuration itself).
+func ConfigPlugins[T any](config string) ([]T, error) {
+	var conf struct {
+		Plugins []T `json:"plugins"`
+	}
+	if err := json.Unmarshal([]byte(config), &conf); err != nil {
+		return nil, err
+	}
+	var single T
+	if err := json.Unmarshal([]byte(config), &single); err != nil {
+		return nil, err
+	}
+	return append(conf.Plugins, single), nil
 }
