@@ -6,4 +6,5 @@
 // also writing it to a directory for tools that expect files.
 //
 // With cert-manager the certificate is mounted instead, and none of this runs.
+// In both modes ExpiryCollector reports when the served certificate expires.
 package certs

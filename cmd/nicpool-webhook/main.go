@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -150,6 +151,18 @@ func run(ctx context.Context, cfg *rest.Config, o options, started func(manager.
 		if err := mgr.AddReadyzCheck("serving-certificate", keeper.Checker); err != nil {
 			return err
 		}
+	}
+	// nicpool_webhook_certificate_expiry_timestamp_seconds: the self-managed
+	// certificate in memory, or the mounted one read at scrape time. A test running
+	// run again in one process replaces the collector of the previous run.
+	current := certs.FileCertificate(filepath.Join(o.certDir, "tls.crt"))
+	if keeper != nil {
+		current = keeper.Current
+	}
+	expiry := certs.ExpiryCollector{Current: current}
+	crmetrics.Registry.Unregister(expiry)
+	if err := crmetrics.Registry.Register(expiry); err != nil {
+		return fmt.Errorf("certificate expiry metric: %w", err)
 	}
 	if _, err := nicwebhook.Setup(ctx, mgr, o.admission); err != nil {
 		return err

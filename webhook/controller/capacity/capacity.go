@@ -24,7 +24,20 @@ var (
 		"Addresses of the pool still free to allocate: total minus allocated.", []string{"pool"}, nil)
 	reservedDesc = prometheus.NewDesc("nicpool_pool_reserved_ips",
 		"Addresses of spec.ips that are never allocated: excludeIPs, the gateway, SpiderReservedIPs, the subnet's network and broadcast addresses.", []string{"pool"}, nil)
+	enabledDesc = prometheus.NewDesc("nicpool_pool_enabled",
+		"1 when the pool serves new addresses, 0 when spec.disable is true.", []string{"pool"}, nil)
 )
+
+// publisher says whether this replica reports the pool gauges (1 while it leads):
+// with no replica at 1 the pool gauges are gone and their alerts cannot fire.
+var publisher = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: "nicpool_capacity_publisher",
+	Help: "1 while this replica is the elected one that reports the pool capacity gauges, else 0.",
+})
+
+func init() {
+	crmetrics.Registry.MustRegister(publisher)
+}
 
 // listTimeout bounds one scrape's read of the cache (it only waits while the pool
 // informer syncs).
@@ -43,6 +56,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- totalDesc
 	ch <- freeDesc
 	ch <- reservedDesc
+	ch <- enabledDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -62,6 +76,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(allocatedDesc, prometheus.GaugeValue, float64(p.Allocated), p.Pool)
 		ch <- prometheus.MustNewConstMetric(totalDesc, prometheus.GaugeValue, float64(p.Total), p.Pool)
 		ch <- prometheus.MustNewConstMetric(freeDesc, prometheus.GaugeValue, float64(p.Free), p.Pool)
+		ch <- prometheus.MustNewConstMetric(enabledDesc, prometheus.GaugeValue, boolValue(p.Enabled), p.Pool)
 		if p.Reserved >= 0 {
 			ch <- prometheus.MustNewConstMetric(reservedDesc, prometheus.GaugeValue, float64(p.Reserved), p.Pool)
 		}
@@ -76,6 +91,9 @@ type Capacity struct {
 	Known            bool
 	Allocated, Total int64
 	Free             int64
+	// Enabled is false for a pool with spec.disable true: it serves no new address,
+	// so being full is no alarm.
+	Enabled bool
 	// Reserved is -1 when spec.ips does not parse (admission refuses such a pool; one
 	// written before the webhook ran may exist).
 	Reserved int64
@@ -85,7 +103,7 @@ type Capacity struct {
 // by nicpool's one count owner whatever the allocation storage, so this does not
 // depend on how allocations are stored.
 func Of(p *v2beta1.SpiderIPPool) Capacity {
-	c := Capacity{Pool: p.Name, Reserved: -1}
+	c := Capacity{Pool: p.Name, Reserved: -1, Enabled: p.Spec.Disable == nil || !*p.Spec.Disable}
 	if p.Status.TotalIPCount == nil {
 		return c
 	}
@@ -129,9 +147,18 @@ func (r *reporter) Start(ctx context.Context) error {
 	if err := r.registry.Register(r.collector); err != nil {
 		return fmt.Errorf("register pool capacity gauges: %w", err)
 	}
+	publisher.Set(1)
 	<-ctx.Done()
+	publisher.Set(0)
 	r.registry.Unregister(r.collector)
 	return nil
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // SetupWithManager reports the gauges on the manager's metrics endpoint while the

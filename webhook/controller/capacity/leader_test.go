@@ -104,10 +104,14 @@ func TestLeaderReportsPoolCapacity(t *testing.T) {
 	}
 	waitGauges(t, "the counted pool's gauges", func(g map[string]float64) bool {
 		return g["nicpool_pool_allocated_ips{capacity-a}"] == 4 && g["nicpool_pool_total_ips{capacity-a}"] == 19 &&
-			g["nicpool_pool_free_ips{capacity-a}"] == 15 && g["nicpool_pool_reserved_ips{capacity-a}"] == 1
+			g["nicpool_pool_free_ips{capacity-a}"] == 15 && g["nicpool_pool_reserved_ips{capacity-a}"] == 1 &&
+			g["nicpool_pool_enabled{capacity-a}"] == 1
 	})
-	if g := gauges(t); len(g) != 4 {
-		t.Errorf("gauges %v: want the 4 of capacity-a only (capacity-uncounted has no totalIPCount yet)", g)
+	if g := gauges(t); len(g) != 5 {
+		t.Errorf("gauges %v: want the 5 of capacity-a only (capacity-uncounted has no totalIPCount yet)", g)
+	}
+	if v := publisher(t); v != 1 {
+		t.Errorf("nicpool_capacity_publisher = %v while the manager leads, want 1", v)
 	}
 
 	p.Status.AllocatedIPCount = ptr.To[int64](19)
@@ -116,6 +120,13 @@ func TestLeaderReportsPoolCapacity(t *testing.T) {
 	}
 	waitGauges(t, "the pool to read exhausted", func(g map[string]float64) bool {
 		return g["nicpool_pool_free_ips{capacity-a}"] == 0 && g["nicpool_pool_allocated_ips{capacity-a}"] == 19
+	})
+	p.Spec.Disable = ptr.To(true)
+	if err := env.Client.Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitGauges(t, "the disabled pool to read disabled", func(g map[string]float64) bool {
+		return g["nicpool_pool_enabled{capacity-a}"] == 0
 	})
 
 	if err := env.Client.Delete(ctx, p); err != nil {
@@ -137,4 +148,23 @@ func TestLeaderReportsPoolCapacity(t *testing.T) {
 	if g := gauges(t); len(g) != 0 {
 		t.Errorf("a manager that no longer leads still reports %v", g)
 	}
+	if v := publisher(t); v != 0 {
+		t.Errorf("nicpool_capacity_publisher = %v once the manager no longer leads, want 0", v)
+	}
+}
+
+// publisher reads nicpool_capacity_publisher from the metrics endpoint's registry.
+func publisher(t *testing.T) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, f := range families {
+		if f.GetName() == "nicpool_capacity_publisher" {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("nicpool_capacity_publisher is not registered")
+	return 0
 }
