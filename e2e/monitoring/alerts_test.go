@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/prometheus/util/teststorage"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 // firing is one alert that fired at some point of a phase.
@@ -24,9 +26,10 @@ type firing struct {
 }
 
 // checkAlerts evaluates every rule of the PrometheusRule over the whole timeline, as
-// Prometheus would every scrapeInterval, and checks that nothing fires while the
-// cluster is healthy and that every alert fires once it is troubled, for the pool in
-// trouble and not for the healthy one.
+// Prometheus would every scrapeInterval, and checks that each phase fires exactly the
+// alerts it names (nothing while the cluster is healthy), that every alert fires in
+// some phase and not in others, and that the alerts name what is in trouble: the
+// exhausted pool and not the healthy, disabled or empty ones, the node without ipamd.
 func checkAlerts(t *testing.T, st *teststorage.TestStorage, overlay []*unstructured.Unstructured) {
 	rule := only(t, overlay, "PrometheusRule")
 	groups, found, err := unstructured.NestedSlice(rule.Object, "spec", "groups")
@@ -89,8 +92,8 @@ func checkAlerts(t *testing.T, st *teststorage.TestStorage, overlay []*unstructu
 	}
 
 	for _, f := range fired {
-		if f.phase != "troubled" {
-			t.Errorf("%s fired while the cluster was %s: %s", f.alert, f.phase, f.labels)
+		if p := phaseNamed(f.phase); !slices.Contains(p.fires, f.alert) {
+			t.Errorf("%s fired while the cluster was %s (%s): %s", f.alert, f.phase, p.what, f.labels)
 		}
 		f.annotations.Range(func(l labels.Label) {
 			if strings.Contains(l.Value, "error expanding template") || strings.Contains(l.Value, "<no value>") {
@@ -98,12 +101,26 @@ func checkAlerts(t *testing.T, st *teststorage.TestStorage, overlay []*unstructu
 			}
 		})
 	}
-	for _, name := range alertNames {
-		if !slices.ContainsFunc(fired, func(f firing) bool { return f.alert == name && f.phase == "troubled" }) {
-			t.Errorf("%s never fired on the troubled cluster (exhausted pool, failing ADDs, a released terminating pod, %d denied pods)", name, deniedPods)
+	tested := map[string]bool{}
+	for _, p := range timeline {
+		for _, name := range p.fires {
+			tested[name] = true
+			if !slices.Contains(alertNames, name) {
+				t.Errorf("phase %s expects %s to fire, which the PrometheusRule does not have", p.name, name)
+				continue
+			}
+			if !slices.ContainsFunc(fired, func(f firing) bool { return f.alert == name && f.phase == p.name }) {
+				t.Errorf("%s never fired while the cluster was %s (%s)", name, p.name, p.what)
+			}
 		}
 	}
-	// The pool gauges' alerts name the pool in trouble, and never the healthy one.
+	for _, name := range alertNames {
+		if !tested[name] {
+			t.Errorf("%s is expected to fire in no phase of the timeline: add the phase that makes it fire", name)
+		}
+	}
+	// The pool gauges' alerts name the pool in trouble, and never the healthy one,
+	// the disabled full one or the one with no address.
 	for _, name := range []string{"NicpoolPoolExhausted", "NicpoolPoolLowOnAddresses"} {
 		pools := map[string]bool{}
 		for _, f := range fired {
@@ -111,8 +128,16 @@ func checkAlerts(t *testing.T, st *teststorage.TestStorage, overlay []*unstructu
 				pools[f.labels.Get("pool")] = true
 			}
 		}
-		if !pools[tinyPool] || pools[healthyPool] || len(pools) != 1 {
+		if !pools[tinyPool] || len(pools) != 1 {
 			t.Errorf("%s fired for pools %v, want only %s", name, keys(pools), tinyPool)
+		}
+	}
+	for _, f := range fired {
+		if f.alert == "NicpoolIpamdMissing" && f.labels.Get("node") != node {
+			t.Errorf("NicpoolIpamdMissing names node %q, want %s", f.labels.Get("node"), node)
+		}
+		if f.alert == "NicpoolWebhookCertificateExpiring" && f.labels.Get("namespace") != configs.DefaultNamespace {
+			t.Errorf("NicpoolWebhookCertificateExpiring names namespace %q, want %s", f.labels.Get("namespace"), configs.DefaultNamespace)
 		}
 	}
 	seen := map[string]bool{}

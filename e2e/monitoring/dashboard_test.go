@@ -61,7 +61,8 @@ func checkDashboard(t *testing.T, st *teststorage.TestStorage, overlay []*unstru
 		}
 	}
 	engine := newEngine()
-	at := epoch.Add(end() - 5*scrapeInterval)
+	// Near the end of the troubled phase, the last one with every component scraped.
+	at := epoch.Add(phaseNamed("troubled").to - 5*scrapeInterval)
 	query := func(where, expr string) {
 		if _, err := promqlParser.ParseExpr(grafanaVariables.Replace(expr)); err != nil {
 			t.Errorf("%s: %q does not parse: %v", where, expr, err)

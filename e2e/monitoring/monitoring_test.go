@@ -2,6 +2,8 @@ package monitoring
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/util/teststorage"
@@ -26,23 +29,41 @@ import (
 const scrapeInterval = 30 * time.Second
 
 // phase is a stretch of the simulated timeline during which every scrape returns
-// the same samples: those scraped after that part of the scenario.
+// the same samples: those scraped after that part of the scenario (recording[name]).
+// fires are the alerts that must fire during the phase; no other alert may.
 type phase struct {
 	name     string
 	from, to time.Duration
-	samples  func(recording) model.Vector
+	what     string
+	fires    []string
 }
 
 // The timeline: long enough in each phase for every rule's range and `for:`
-// duration to run out, so a rule that should fire has every chance to.
+// duration to run out, so a rule that should fire has every chance to, and one
+// that fired in the phase before has resolved.
 var timeline = []phase{
-	{"start", 0, 10 * time.Minute, func(r recording) model.Vector { return r.start }},
-	{"healthy", 10 * time.Minute, 40 * time.Minute, func(r recording) model.Vector { return r.healthy }},
-	{"troubled", 40 * time.Minute, 70 * time.Minute, func(r recording) model.Vector { return r.troubled }},
+	{"start", 0, 10 * time.Minute, "nothing created yet", nil},
+	{"healthy", 10 * time.Minute, 40 * time.Minute, "pods on a roomy pool", nil},
+	{"troubled", 40 * time.Minute, 70 * time.Minute,
+		fmt.Sprintf("an exhausted pool, failing ADDs, a released terminating pod, %d denied pods; a disabled full pool and a pool of no address", deniedPods),
+		[]string{"NicpoolPoolLowOnAddresses", "NicpoolPoolExhausted", "NicpoolAllocationFailures", "NicpoolGCReleasedTerminatingPods", "NicpoolWebhookDenialsSpike"}},
+	{"leaderless", 70 * time.Minute, 100 * time.Minute,
+		"the elected webhook replica gone, the one left not elected: the pool gauges vanish while the tiny pool is still exhausted",
+		[]string{"NicpoolNoCapacityPublisher"}},
+	{"webhook-down", 100 * time.Minute, 130 * time.Minute, "the webhook's target failing its scrapes",
+		[]string{"NicpoolWebhookDown", "NicpoolNoCapacityPublisher"}},
+	{"webhook-unscraped", 130 * time.Minute, 160 * time.Minute, "no webhook target at all",
+		[]string{"NicpoolWebhookDown", "NicpoolNoCapacityPublisher"}},
+	{"certificate-expiring", 160 * time.Minute, 190 * time.Minute, "a webhook elected again, serving a certificate valid for 10 days; the tiny pool with an address free",
+		[]string{"NicpoolWebhookCertificateExpiring"}},
+	{"ipamd-missing", 190 * time.Minute, 220 * time.Minute, "the node's ipamd stopped while its pods run",
+		[]string{"NicpoolIpamdMissing", "NicpoolWebhookCertificateExpiring"}},
 }
 
-// epoch is the start of the simulated timeline.
-var epoch = time.Unix(1_800_000_000, 0).UTC()
+// epoch is the start of the simulated timeline, set so that it ends now: the
+// certificate's notAfter, which the webhook reports in real time, is compared with
+// the simulated time.
+var epoch time.Time
 
 func phaseAt(d time.Duration) string {
 	for _, p := range timeline {
@@ -51,6 +72,15 @@ func phaseAt(d time.Duration) string {
 		}
 	}
 	return timeline[len(timeline)-1].name
+}
+
+func phaseNamed(name string) phase {
+	for _, p := range timeline {
+		if p.name == name {
+			return p
+		}
+	}
+	panic("no phase " + name)
 }
 
 func end() time.Duration { return timeline[len(timeline)-1].to }
@@ -74,6 +104,7 @@ func TestMonitoring(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	s := startStack(t)
 	rec := play(t, s)
+	epoch = time.Now().UTC().Add(-end()).Truncate(time.Second)
 	st := store(t, rec)
 	overlay, err := manifests.Render(filepath.Join(testenv.RepoRoot(), manifests.Dir, manifests.Monitoring))
 	if err != nil {
@@ -85,12 +116,36 @@ func TestMonitoring(t *testing.T) {
 }
 
 // store writes the recording into a Prometheus TSDB, one scrape every scrapeInterval.
+// A series that the next phase's scrapes no longer return gets a staleness marker
+// on that phase's first scrape, as Prometheus writes one for a series gone from its
+// target or a target that fails.
 func store(t *testing.T, rec recording) *teststorage.TestStorage {
 	t.Helper()
 	st := teststorage.New(t)
 	app := st.Appender(context.Background())
+	prev := map[string]labels.Labels{}
 	for _, p := range timeline {
-		samples := p.samples(rec)
+		samples, ok := rec[p.name]
+		if !ok {
+			t.Fatalf("the scenario recorded no scrape for phase %s", p.name)
+		}
+		cur := map[string]labels.Labels{}
+		for _, s := range samples {
+			lbls := make(map[string]string, len(s.Metric))
+			for k, v := range s.Metric {
+				lbls[string(k)] = string(v)
+			}
+			l := labels.FromMap(lbls)
+			cur[l.String()] = l
+		}
+		for k, l := range prev {
+			if _, ok := cur[k]; !ok {
+				if _, err := app.Append(0, l, epoch.Add(p.from).UnixMilli(), math.Float64frombits(value.StaleNaN)); err != nil {
+					t.Fatalf("staleness marker of %s at %s: %v", l, p.from, err)
+				}
+			}
+		}
+		prev = cur
 		for at := p.from; at < p.to; at += scrapeInterval {
 			ts := epoch.Add(at).UnixMilli()
 			for _, s := range samples {
@@ -140,7 +195,7 @@ func writeTemp(t *testing.T, name string, data []byte) string {
 func checkBuildInfo(t *testing.T, rec recording) {
 	want := map[string]string{"version": binaries.Version(), "revision": binaries.Revision(), "goversion": runtime.Version()}
 	seen := map[string]bool{}
-	for _, s := range rec.start {
+	for _, s := range rec["start"] {
 		if s.Metric[model.MetricNameLabel] != "nicpool_build_info" {
 			continue
 		}

@@ -27,20 +27,34 @@ const startTimeout = 3 * time.Minute
 const node = "node-1"
 
 // stack is a control plane with nicpool-webhook (registered with the API server, as
-// the manifests register it) and one node's nicpool-ipamd, each serving metrics.
+// the manifests register it) and one node's nicpool-ipamd, each serving metrics. The
+// scenario stops and replaces them: webhook is nil while no webhook is scraped at all.
 type stack struct {
-	env     *testenv.Env
-	webhook target
-	ipamd   target
-	socket  *api.Client
+	env *testenv.Env
+	bin binaries.Set
+	// webhookPort is where every webhook replica the scenario starts serves
+	// admission: the webhook configurations point at it.
+	webhookPort string
+	webhook     *target
+	ipamd       *target
+	socket      *api.Client
+	// running are the pods of appNamespace that run: their ADD succeeded and they
+	// were not removed (what kube-state-metrics would report as phase Running).
+	running map[string]bool
 }
 
 // target is a running binary whose metrics a Prometheus would scrape, with the
 // target labels the Prometheus Operator would give it (namespace, pod, ...).
 type target struct {
 	metrics string // URL of /metrics
+	health  string // URL of /readyz
 	labels  map[string]string
+	proc    *binaries.Process
 }
+
+// stopped reports whether the target's process was stopped: scraping it fails, as
+// it would for a Prometheus.
+func (tg *target) stopped() bool { return tg.proc.Alive() != nil }
 
 func startStack(t *testing.T) *stack {
 	t.Helper()
@@ -71,8 +85,26 @@ func startStack(t *testing.T) *stack {
 	if err := env.Client.Status().Update(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{env: env}
-	s.webhook = startWebhook(t, env, bin.Webhook)
+	port, err := binaries.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ = strings.Cut(port, ":")
+	m, v := configs.Configurations(configs.Options{})
+	for i := range m.Webhooks {
+		m.Webhooks[i].ClientConfig = loopback(port, m.Webhooks[i].ClientConfig)
+	}
+	for i := range v.Webhooks {
+		v.Webhooks[i].ClientConfig = loopback(port, v.Webhooks[i].ClientConfig)
+	}
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	s := &stack{env: env, bin: bin, webhookPort: port, running: map[string]bool{}}
+	s.webhook = s.startWebhook(t, "nicpool-webhook-6d9c7b5f4-x2x7q", true)
 	s.ipamd, s.socket = startIpamd(t, env, bin.Ipamd)
 	return s
 }
@@ -81,32 +113,19 @@ func stopAtCleanup(t *testing.T, p *binaries.Process) {
 	t.Cleanup(func() { p.Stop(30 * time.Second) })
 }
 
-// startWebhook runs nicpool-webhook as deployed, with self-managed certificates, its
-// garbage collector tuned to act within seconds, and nicpool's webhook configurations
-// pointed at it on loopback (no Service here).
-func startWebhook(t *testing.T, env *testenv.Env, bin string) target {
+// startWebhook runs a nicpool-webhook replica (pod names it) as deployed, with
+// self-managed certificates, its garbage collector tuned to act within seconds, on
+// the webhook port the configurations point at (on loopback: no Service here), with
+// more flags when given. leads says whether it is to be elected: it then waits for
+// the caBundle to be injected too.
+func (s *stack) startWebhook(t *testing.T, pod string, leads bool, more ...string) *target {
 	t.Helper()
-	addrs := make([]string, 3)
-	for i := range addrs {
-		var err error
-		if addrs[i], err = binaries.FreeAddr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	serve, health, metrics := addrs[0], addrs[1], addrs[2]
-	_, port, _ := strings.Cut(serve, ":")
-	m, v := configs.Configurations(configs.Options{})
-	for i := range m.Webhooks {
-		m.Webhooks[i].ClientConfig = loopback(port, m.Webhooks[i].ClientConfig)
-	}
-	for i := range v.Webhooks {
-		v.Webhooks[i].ClientConfig = loopback(port, v.Webhooks[i].ClientConfig)
-	}
-	ctx := context.Background()
-	if err := env.Client.Create(ctx, m); err != nil {
+	health, err := binaries.FreeAddr()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Create(ctx, v); err != nil {
+	metrics, err := binaries.FreeAddr()
+	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -118,16 +137,17 @@ func startWebhook(t *testing.T, env *testenv.Env, bin string) target {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := binaries.Start("nicpool-webhook", bin, runtimeEnv, filepath.Join(dir, "webhook.log"),
-		"--kubeconfig="+env.Kubeconfig,
-		"--namespace="+configs.DefaultNamespace,
-		"--self-managed-certs", "--cert-extra-dns-names=localhost", "--cert-dir="+certs,
-		"--webhook-host=127.0.0.1", "--webhook-port="+port,
-		"--health-probe-bind-address="+health,
-		"--metrics-bind-address="+metrics,
+	args := append([]string{
+		"--kubeconfig=" + s.env.Kubeconfig,
+		"--namespace=" + configs.DefaultNamespace,
+		"--self-managed-certs", "--cert-extra-dns-names=localhost", "--cert-dir=" + certs,
+		"--webhook-host=127.0.0.1", "--webhook-port=" + s.webhookPort,
+		"--health-probe-bind-address=" + health,
+		"--metrics-bind-address=" + metrics,
 		"--leader-elect",
 		"--gc-interval=2s", "--gc-min-age=1s", "--gc-terminating-grace=1s",
-	)
+	}, more...)
+	p, err := binaries.Start("nicpool-webhook "+pod, s.bin.Webhook, runtimeEnv, filepath.Join(dir, "webhook.log"), args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +156,11 @@ func startWebhook(t *testing.T, env *testenv.Env, bin string) target {
 		if err := binaries.HTTPOK(ctx, "http://"+health+"/readyz"); err != nil {
 			return err
 		}
+		if !leads {
+			return nil
+		}
 		got := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: configs.ValidatingName}, got); err != nil {
+		if err := s.env.Client.Get(ctx, client.ObjectKey{Name: configs.ValidatingName}, got); err != nil {
 			return err
 		}
 		for _, w := range got.Webhooks {
@@ -150,9 +173,9 @@ func startWebhook(t *testing.T, env *testenv.Env, bin string) target {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return target{metrics: "http://" + metrics + "/metrics", labels: map[string]string{
+	return &target{metrics: "http://" + metrics + "/metrics", health: "http://" + health + "/readyz", proc: p, labels: map[string]string{
 		"job": "nicpool-webhook", "service": "nicpool-webhook", "namespace": configs.DefaultNamespace,
-		"pod": "nicpool-webhook-6d9c7b5f4-x2x7q", "container": "webhook", "endpoint": "metrics", "instance": metrics,
+		"pod": pod, "container": "webhook", "endpoint": "metrics", "instance": metrics,
 	}}
 }
 
@@ -163,7 +186,7 @@ func loopback(port string, cc admissionregistrationv1.WebhookClientConfig) admis
 
 // startIpamd runs the node's nicpool-ipamd as deployed and waits until its caches
 // are synced.
-func startIpamd(t *testing.T, env *testenv.Env, bin string) (target, *api.Client) {
+func startIpamd(t *testing.T, env *testenv.Env, bin string) (*target, *api.Client) {
 	t.Helper()
 	// A unix socket's path must stay short; t.TempDir() under a long test name may not.
 	run, err := os.MkdirTemp("", "nicpool-ipamd-")
@@ -179,8 +202,13 @@ func startIpamd(t *testing.T, env *testenv.Env, bin string) (target, *api.Client
 	if err := d.WaitReady(startTimeout); err != nil {
 		t.Fatal(err)
 	}
-	return target{metrics: "http://" + d.Metrics + "/metrics", labels: map[string]string{
+	// WaitReady may have started it again on other ports.
+	return &target{metrics: "http://" + d.Metrics + "/metrics", health: "http://" + d.Health + "/readyz", proc: d.Process, labels: map[string]string{
 		"job": configs.DefaultNamespace + "/nicpool-ipamd", "namespace": configs.DefaultNamespace,
-		"pod": "nicpool-ipamd-k4x9p", "container": "ipamd", "endpoint": "metrics", "node": node, "instance": d.Metrics,
+		"pod": ipamdPod, "container": "ipamd", "endpoint": "metrics", "node": node, "instance": d.Metrics,
 	}}, api.NewClient(d.Socket, 30*time.Second)
 }
+
+// ipamdPod is the name the ipamd target and kube-state-metrics give the node's
+// ipamd pod.
+const ipamdPod = "nicpool-ipamd-k4x9p"
