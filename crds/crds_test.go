@@ -168,7 +168,7 @@ spec:
 				Current: v2beta1.PodIPAllocation{UID: "uid-1", Node: "node-1", IPs: []v2beta1.IPAllocationDetail{
 					{Interface: "eth0", IPv4: ptr.To("10.6.0.10/16"), IPv4Pool: ptr.To("roundtrip-v4"), IPv4Gateway: ptr.To("10.6.0.1"), Vlan: ptr.To(int64(0)), CleanGateway: ptr.To(false), Routes: []v2beta1.Route{{Dst: "10.7.0.0/16", Gw: "10.6.0.1"}}},
 					{Interface: "net1", IPv6: ptr.To("fd00::10/64"), IPv6Pool: ptr.To("v6"), IPv6Gateway: ptr.To("fd00::1")},
-				}},
+				}, Summary: "eth0 10.6.0.10/16, net1 fd00::10/64"},
 				OwnerControllerType: "StatefulSet",
 				OwnerControllerName: "web",
 			},
@@ -268,8 +268,12 @@ spec:
 		}
 		out.Reset()
 		_ = local.PrintTable(&out, tbl)
-		if !strings.Contains(out.String(), "INTERFACE") || !strings.Contains(out.String(), "10.6.0.10/16") || !strings.Contains(out.String(), "node-1") {
-			t.Errorf("kubectl get se output lacks interface, address or node:\n%s", out.String())
+		lines = strings.Split(strings.TrimSpace(out.String()), "\n")
+		if got, want := strings.Fields(lines[0]), []string{"NAME", "ADDRESSES", "NODE", "AGE"}; !cmp.Equal(got, want) {
+			t.Errorf("kubectl get se columns %v, want %v", got, want)
+		}
+		if !strings.Contains(lines[1], " eth0 10.6.0.10/16, net1 fd00::10/64 ") || !strings.Contains(lines[1], " node-1 ") {
+			t.Errorf("kubectl get se lacks an interface's addresses or the node:\n%s", out.String())
 		}
 	})
 

@@ -5,6 +5,7 @@ package endpoint
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -97,6 +98,7 @@ func (s *Store) Fresh(ctx context.Context, key types.NamespacedName) (*v2beta1.S
 
 // Create creates ep (the CRD has no status subresource: the status goes with it).
 func (s *Store) Create(ctx context.Context, ep *v2beta1.SpiderEndpoint) error {
+	ep.Status.Current.Summary = Summary(ep.Status.Current.IPs)
 	err := s.client.Create(ctx, ep)
 	metrics.EndpointWrites.WithLabelValues("create", result(err)).Inc()
 	if err == nil {
@@ -107,12 +109,31 @@ func (s *Store) Create(ctx context.Context, ep *v2beta1.SpiderEndpoint) error {
 
 // Update writes ep, compare-and-swapped on the resourceVersion it carries.
 func (s *Store) Update(ctx context.Context, ep *v2beta1.SpiderEndpoint) error {
+	ep.Status.Current.Summary = Summary(ep.Status.Current.IPs)
 	err := s.client.Update(ctx, ep)
 	metrics.EndpointWrites.WithLabelValues("update", result(err)).Inc()
 	if err == nil {
 		s.remember(client.ObjectKeyFromObject(ep), ep)
 	}
 	return err
+}
+
+// Summary is status.current.summary of an endpoint whose records are ips: each
+// interface and its addresses, in the records' order.
+func Summary(ips []v2beta1.IPAllocationDetail) string {
+	var b strings.Builder
+	for i, d := range ips {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(d.Interface)
+		for _, a := range []*string{d.IPv4, d.IPv6} {
+			if a != nil && *a != "" {
+				b.WriteString(" " + *a)
+			}
+		}
+	}
+	return b.String()
 }
 
 // Delete deletes ep with its UID and resourceVersion as preconditions. An endpoint

@@ -3,6 +3,8 @@ package cli_test
 import (
 	"context"
 	"net/netip"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/fixtures"
+	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/operate/cli"
 	"github.com/nicpool/nicpool/operate/inspect"
 )
@@ -134,6 +137,19 @@ func TestPodShowsEveryInterface(t *testing.T) {
 	_, errOut, code = kubectl(t, "pod", "nobody", "-n", ns)
 	g.Expect(code).To(Equal(cli.ExitError))
 	g.Expect(errOut).To(ContainSubstring(`pods "nobody" not found`))
+
+	// kubectl get se shows both interfaces in its ADDRESSES column, as the API server
+	// prints it.
+	get := exec.Command(filepath.Join(testenv.BinDir(), "kubectl"), "--kubeconfig", env.Kubeconfig, "get", "se", "db-0", "-n", ns)
+	table, err := get.CombinedOutput()
+	t.Logf("kubectl get se db-0 -n %s\n%s", ns, table)
+	g.Expect(err).NotTo(HaveOccurred())
+	rows := strings.Split(strings.TrimSpace(string(table)), "\n")
+	g.Expect(rows).To(HaveLen(2))
+	g.Expect(strings.Fields(rows[0])).To(Equal([]string{"NAME", "ADDRESSES", "NODE", "AGE"}))
+	g.Expect(rows[1]).To(HavePrefix("db-0 "))
+	g.Expect(rows[1]).To(ContainSubstring(" eth0 " + eth0 + "/16, net1 " + v4 + "/16 " + v6 + "/64 "))
+	g.Expect(rows[1]).To(ContainSubstring(" " + node + " "))
 }
 
 func TestPoolsFullestFirst(t *testing.T) {

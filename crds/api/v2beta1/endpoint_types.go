@@ -12,9 +12,7 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Namespaced,shortName=se,categories={spiderpool}
 // +kubebuilder:selectablefield:JSONPath=`.status.current.node`
-// +kubebuilder:printcolumn:name="INTERFACE",type=string,JSONPath=`.status.current.ips[*].interface`
-// +kubebuilder:printcolumn:name="IPV4",type=string,JSONPath=`.status.current.ips[*].ipv4`
-// +kubebuilder:printcolumn:name="IPV6",type=string,JSONPath=`.status.current.ips[*].ipv6`
+// +kubebuilder:printcolumn:name="ADDRESSES",type=string,JSONPath=`.status.current.summary`
 // +kubebuilder:printcolumn:name="NODE",type=string,JSONPath=`.status.current.node`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 type SpiderEndpoint struct {
@@ -50,6 +48,12 @@ type PodIPAllocation struct {
 	// +optional
 	// +listType=atomic
 	IPs []IPAllocationDetail `json:"ips,omitempty"`
+	// Summary is every interface's addresses in one line, "eth0 10.6.0.5/16, net1
+	// 10.7.0.5/24 fd00:7::5/64", written with ips by ipamd for the ADDRESSES column of
+	// `kubectl get se` (the API server prints only the first element of a list in a
+	// column). A copy: ips is the record. nicpool only.
+	// +optional
+	Summary string `json:"summary,omitempty"`
 }
 
 // IPAllocationDetail is what one interface of a pod was given.
