@@ -62,6 +62,8 @@ tools-node: ## build what real nodes run into bin/: kubelet, kube-proxy, kubectl
 build: front-deps ## build nicpool's binaries into bin/: nicpool (the CNI plugin's front) and nicpool-cni (the Go plugin), nicpool-ipamd, nicpool-webhook, kubectl-nicpool
 	@mkdir -p $(BIN)
 	$(GO_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+	@# kubectl completes `kubectl nicpool <TAB>` through kubectl_complete-nicpool on PATH.
+	ln -sf kubectl-nicpool $(BIN)/kubectl_complete-nicpool
 	$(FRONT_CC) $(FRONT_CFLAGS) -o $(BIN)/nicpool $(FRONT_SRC)
 
 # front-deps: what compiling the front needs, for the host and for every other platform

@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
+	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/nicpool/nicpool/operate/cli"
@@ -17,7 +20,13 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := cli.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}).ExecuteContext(ctx)
+	cmd := cli.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	// Run as kubectl's completion helper (a link named kubectl_complete-nicpool),
+	// kubectl passes the words to complete: answer as `__complete` does.
+	if name := strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe"); name == cli.CompletionShim {
+		cmd.SetArgs(append([]string{cobra.ShellCompRequestCmd}, os.Args[1:]...))
+	}
+	err := cmd.ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)

@@ -36,6 +36,9 @@ var Controllers = []string{
 	"ttl-after-finished-controller",
 	// Type-checks ValidatingAdmissionPolicies (nicpool's are checked by the suite).
 	"validatingadmissionpolicy-status-controller",
+	// Fills the aggregated roles (view, edit, admin), which nicpool-view joins, as
+	// every cluster does.
+	"clusterrole-aggregation-controller",
 }
 
 // Options tune the cluster.

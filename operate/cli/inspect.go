@@ -28,7 +28,8 @@ func newWhoCommand(o *options) *cobra.Command {
 		Short: "Show the pool, pod, pod UID, interface and node holding an address",
 		Example: `  kubectl nicpool who 10.6.0.12
   kubectl nicpool who fd00:6::c -o yaml`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeAddresses(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.validate(); err != nil {
 				return err
@@ -132,6 +133,7 @@ shown from what is left of it.`,
   kubectl nicpool pod demo/web-0 -o wide
   kubectl nicpool pod -l app=web -n demo
   kubectl nicpool pod -A -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}'`,
+		ValidArgsFunction: completePods(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.validate(); err != nil {
 				return err
@@ -160,6 +162,9 @@ shown from what is left of it.`,
 			if err != nil {
 				return err
 			}
+			if len(reps) > 0 && reps[0].Unchecked != "" {
+				fmt.Fprintf(o.streams.ErrOut, "Warning: %s\n", reps[0].Unchecked)
+			}
 			if out.table() {
 				for i := range reps {
 					if i > 0 {
@@ -174,7 +179,7 @@ shown from what is left of it.`,
 			}
 			var bad []string
 			for _, rep := range reps {
-				if !rep.Agrees() {
+				if rep.Disagrees() {
 					bad = append(bad, rep.Namespace+"/"+rep.Name)
 				}
 			}
@@ -243,7 +248,10 @@ func printPod(out *outputFlags, o *options, rep *inspect.PodReport) error {
 			network = "(cluster network)"
 		}
 		agrees := "yes"
-		if !i.Agrees {
+		switch {
+		case rep.Unchecked != "":
+			agrees = "unchecked"
+		case !i.Agrees:
 			agrees = "NO"
 		}
 		if len(i.Addresses) == 0 {

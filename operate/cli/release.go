@@ -51,6 +51,7 @@ holds for a moment while its pod starts or stops is in one report, not in all.`,
   # … at least --min-interval later:
   kubectl nicpool release --from-report report.json --dry-run
   kubectl nicpool release --from-report report.json --force`,
+		ValidArgsFunction: completeAddresses(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.validate(); err != nil {
 				return err

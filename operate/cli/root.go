@@ -84,6 +84,7 @@ cluster, 2 when it could not run.`,
 	if f := root.PersistentFlags().Lookup("cache-dir"); f != nil {
 		f.DefValue = "$HOME/.kube/cache"
 	}
+	_ = root.RegisterFlagCompletionFunc("namespace", completeNamespaces(o))
 	root.AddCommand(newWhoCommand(o), newPodCommand(o), newPoolsCommand(o), newCheckCommand(o), newStatusCommand(o), newReleaseCommand(o), newMigrateCommand(o), newVersionCommand(o))
 	return root
 }

@@ -30,6 +30,10 @@ type PodReport struct {
 	Interfaces  []InterfaceReport `json:"interfaces"`
 	// Problems are disagreements that belong to no interface of the pod.
 	Problems []string `json:"problems,omitempty"`
+	// Unchecked says why the pool records could not be read (a namespace's users read
+	// their SpiderEndpoints, not the cluster-scoped IPBlocks): the report is the
+	// endpoint's alone and its agreement with the records is not checked.
+	Unchecked string `json:"unchecked,omitempty"`
 }
 
 // InterfaceReport is one interface of the pod.
@@ -73,11 +77,11 @@ func Pod(ctx context.Context, r client.Reader, namespace, name string, now time.
 	if err != nil {
 		return nil, err
 	}
-	all, _, err := ledger.List(ctx, r)
+	idx, err := readRecords(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	rep := podReport(namespace, name, pod, ep, indexRecords(all), now)
+	rep := podReport(namespace, name, pod, ep, idx, now)
 	if rep == nil {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name)
 	}
@@ -95,11 +99,10 @@ func Pods(ctx context.Context, r client.Reader, namespace string, pods []corev1.
 	for i := range eps.Items {
 		byName[eps.Items[i].Namespace+"/"+eps.Items[i].Name] = &eps.Items[i]
 	}
-	all, _, err := ledger.List(ctx, r)
+	idx, err := readRecords(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	idx := indexRecords(all)
 	out := make([]PodReport, 0, len(pods))
 	for i := range pods {
 		p := &pods[i]
@@ -114,6 +117,25 @@ func Pods(ctx context.Context, r client.Reader, namespace string, pods []corev1.
 type records struct {
 	byPod  map[string][]ledger.Record
 	byAddr map[string]ledger.Record
+	// unread, when set, says why the records could not be read: there are none to
+	// compare with.
+	unread string
+}
+
+// readRecords reads every pool record. Records the reader may not list (a namespace's
+// user without rights on the cluster-scoped IPBlocks and pools) are unread, not an
+// error: the pod is then reported from its endpoint alone.
+func readRecords(ctx context.Context, r client.Reader) (records, error) {
+	all, _, err := ledger.List(ctx, r)
+	if apierrors.IsForbidden(err) {
+		idx := indexRecords(nil)
+		idx.unread = "the pool records (IPBlocks and SpiderIPPools, cluster-scoped) are not readable with these credentials, so the addresses are the SpiderEndpoint's and their agreement with the records is not checked; a user who may read them (the view role bound cluster-wide) sees both: " + err.Error()
+		return idx, nil
+	}
+	if err != nil {
+		return records{}, err
+	}
+	return indexRecords(all), nil
 }
 
 func indexRecords(all []ledger.Record) records {
@@ -157,8 +179,14 @@ func podReport(namespace, name string, pod *corev1.Pod, ep *v2beta1.SpiderEndpoi
 		rep.Problems = append(rep.Problems, fmt.Sprintf("pool %s records %s on %s for pod UID %s, not this pod", rec.Pool, rec.Addr, rec.Holder.Interface, rec.Holder.PodUID))
 	}
 	for _, i := range interfacesOf(pod, ep, mine) {
-		rep.Interfaces = append(rep.Interfaces, interfaceReport(i, ep, mine, idx.byAddr))
+		ir := interfaceReport(i, ep, mine, idx.byAddr)
+		if idx.unread != "" {
+			// Every endpoint address would read as unrecorded: nothing was compared.
+			ir.Problems, ir.Agrees = nil, false
+		}
+		rep.Interfaces = append(rep.Interfaces, ir)
 	}
+	rep.Unchecked = idx.unread
 	return rep
 }
 
@@ -248,9 +276,10 @@ func interfaceReport(i annotations.Interface, ep *v2beta1.SpiderEndpoint, mine [
 	return rep
 }
 
-// Agrees reports whether every interface agrees and nothing else is wrong.
+// Agrees reports whether every interface agrees and nothing else is wrong. An
+// unchecked report does not agree; Disagrees tells it from one that disagrees.
 func (p *PodReport) Agrees() bool {
-	if len(p.Problems) > 0 {
+	if len(p.Problems) > 0 || p.Unchecked != "" {
 		return false
 	}
 	for _, i := range p.Interfaces {
@@ -260,3 +289,6 @@ func (p *PodReport) Agrees() bool {
 	}
 	return true
 }
+
+// Disagrees reports whether the records were read and something disagrees.
+func (p *PodReport) Disagrees() bool { return p.Unchecked == "" && !p.Agrees() }
