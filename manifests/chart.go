@@ -90,6 +90,7 @@ func Chart(root string) (map[string][]byte, error) {
 		return nil, err
 	}
 	var body bytes.Buffer
+	values.monitoring = map[string]any{"enabled": false}
 	body.WriteString("{{- if .Values.monitoring.enabled }}\n")
 	for _, o := range mon {
 		// The alerts' own {{ $labels }} templates are Prometheus's, not Helm's
@@ -240,10 +241,11 @@ func escapeTemplates(y []byte) []byte {
 // chartValues are the chart's values with the manifests' defaults, filled in while
 // the objects are templated.
 type chartValues struct {
-	images    map[string]any
-	webhook   map[string]any
-	ipamd     map[string]any
-	cniBinDir string
+	images     map[string]any
+	webhook    map[string]any
+	ipamd      map[string]any
+	monitoring map[string]any
+	cniBinDir  string
 }
 
 // valuesDoc is the chart's values in the order values.yaml lists them, each with its
@@ -265,7 +267,7 @@ func (v *chartValues) doc() []struct {
 		{"The CRDs, a sub-chart applied on install and on every upgrade, kept when the\n# release is uninstalled. false leaves installing and upgrading them to you.", "crds", map[string]any{"enabled": true}},
 		{"nicpool-webhook: admission, garbage collection, pool counts and capacity metrics.\n# It runs on the host network: ports are taken on every node it runs on. GOMEMLIMIT\n# follows resources.limits.memory (95% of it). podDisruptionBudget.enabled=false\n# for webhook.replicas=1, where the budget would block every drain. extraArgs are\n# more flags, extraEnv more environment variables (EnvVar objects).", "webhook", v.webhook},
 		{"nicpool-ipamd, one per node (host network; GOMEMLIMIT follows the memory limit).", "ipamd", v.ipamd},
-		{"Prometheus Operator targets, alerting rules and the Grafana dashboard\n# (needs the monitoring.coreos.com/v1 CRDs).", "monitoring", map[string]any{"enabled": false}},
+		{"Prometheus Operator targets, alerting rules and the Grafana dashboard\n# (needs the monitoring.coreos.com/v1 CRDs). Each object takes more labels (a\n# Prometheus selecting on release: <its release> loads only objects labelled so)\n# and a namespace (empty: the release's; the monitors select nicpool's pods in the\n# release's namespace from wherever they are); interval is how often a monitor\n# scrapes, or the rules are evaluated. The dashboard's labels are what Grafana's\n# sidecar looks for (its default: grafana_dashboard: \"1\"), its annotations say\n# where it goes (the sidecar's folder annotation).", "monitoring", v.monitoring},
 	}
 }
 
@@ -359,6 +361,9 @@ type token struct {
 	// list item; items the value path of a list whose items are appended to the
 	// list the token stands in.
 	expr, block, item, items string
+	// entries, the value path of a mapping whose entries are added to the mapping
+	// the token is a key of (its value is "").
+	entries string
 	// cond wraps the whole object in {{- if cond }} (one per object).
 	cond string
 }
@@ -488,6 +493,9 @@ func templated(o *unstructured.Unstructured, values *chartValues) ([]byte, error
 			return nil, fmt.Errorf("ipamd has no hostPath volume cni-bin")
 		}
 	}
+	if err := monitoringValues(o, values, put); err != nil {
+		return nil, err
+	}
 	y, err := yaml.Marshal(o.Object)
 	if err != nil {
 		return nil, err
@@ -497,6 +505,77 @@ func templated(o *unstructured.Unstructured, values *chartValues) ([]byte, error
 		return y, err
 	}
 	return []byte(fmt.Sprintf("{{- if %s }}\n%s{{- end }}\n", cond, y)), nil
+}
+
+// monitoringObjects are the monitoring overlay's objects and the key of their values
+// under monitoring.
+var monitoringObjects = map[string]string{
+	"ServiceMonitor/nicpool-webhook": "serviceMonitor",
+	"PodMonitor/nicpool-ipamd":       "podMonitor",
+	"PrometheusRule/nicpool":         "prometheusRule",
+	"ConfigMap/nicpool-dashboard":    "dashboard",
+}
+
+// monitoringValues makes a monitoring object's namespace, extra labels and scrape or
+// evaluation interval values of monitoring.<key>; the dashboard's labels Grafana's
+// sidecar selects on (the manifests' grafana_dashboard label) and its annotations.
+func monitoringValues(o *unstructured.Unstructured, values *chartValues, put func(token) string) error {
+	k, ok := monitoringObjects[o.GetKind()+"/"+o.GetName()]
+	if !ok {
+		return nil
+	}
+	path := ".Values.monitoring." + k
+	v := map[string]any{"namespace": ""}
+	values.monitoring[k] = v
+	meta := o.Object["metadata"].(map[string]any)
+	meta["namespace"] = put(token{expr: fmt.Sprintf("{{ %s.namespace | default .Release.Namespace | quote }}", path)})
+	labels := meta["labels"].(map[string]any)
+	if k == "dashboard" {
+		sidecar := map[string]any{}
+		for name, val := range labels {
+			if strings.HasPrefix(name, "grafana_") {
+				sidecar[name] = val
+				delete(labels, name)
+			}
+		}
+		if len(sidecar) == 0 {
+			return fmt.Errorf("the dashboard ConfigMap has no grafana_ label for Grafana's sidecar")
+		}
+		v["labels"] = sidecar
+		v["annotations"] = map[string]any{}
+		meta["annotations"] = put(token{block: path + ".annotations"})
+	} else {
+		v["labels"] = map[string]any{}
+	}
+	labels[put(token{entries: path + ".labels"})] = ""
+	spec, _ := o.Object["spec"].(map[string]any)
+	switch o.GetKind() {
+	case "ServiceMonitor", "PodMonitor":
+		field := map[string]string{"ServiceMonitor": "endpoints", "PodMonitor": "podMetricsEndpoints"}[o.GetKind()]
+		eps, _ := spec[field].([]any)
+		for _, ep := range eps {
+			ep := ep.(map[string]any)
+			if v["interval"] != nil && v["interval"] != ep["interval"] {
+				return fmt.Errorf("%s %s: endpoints scrape at different intervals", o.GetKind(), o.GetName())
+			}
+			v["interval"] = ep["interval"]
+			ep["interval"] = put(token{expr: fmt.Sprintf("{{ %s.interval | quote }}", path)})
+		}
+		if v["interval"] == nil {
+			return fmt.Errorf("%s %s: no endpoint with an interval", o.GetKind(), o.GetName())
+		}
+	case "PrometheusRule":
+		groups, _ := spec["groups"].([]any)
+		for _, g := range groups {
+			g := g.(map[string]any)
+			if g["interval"] == nil || (v["interval"] != nil && v["interval"] != g["interval"]) {
+				return fmt.Errorf("rule group %v: every group is evaluated at one interval, set on each", g["name"])
+			}
+			v["interval"] = g["interval"]
+			g["interval"] = put(token{expr: fmt.Sprintf("{{ %s.interval | quote }}", path)})
+		}
+	}
+	return nil
 }
 
 // helmLabels are the labels Helm's conventions give every object of a release,
@@ -642,6 +721,8 @@ func imageValue(c map[string]any, key string, values *chartValues, put func(toke
 	return nil
 }
 
+var tokenKey = regexp.MustCompile(`^( *)(NICPOOLCHARTTOKEN[0-9]+X): ""$`)
+
 var tokenLine = regexp.MustCompile(`^( *)(- )?([A-Za-z0-9./_-]+: )?(NICPOOLCHARTTOKEN[0-9]+X)$`)
 
 // expand replaces each token of the marshalled YAML by its template text.
@@ -650,6 +731,15 @@ func expand(y []byte, tokens map[string]token) ([]byte, error) {
 	seen := 0
 	for _, line := range strings.SplitAfter(string(y), "\n") {
 		body := strings.TrimSuffix(line, "\n")
+		if k := tokenKey.FindStringSubmatch(body); k != nil {
+			seen++
+			t := tokens[k[2]]
+			if t.entries == "" {
+				return nil, fmt.Errorf("token as a key: %q", body)
+			}
+			fmt.Fprintf(&out, "%s{{- with %s }}\n%s{{- toYaml . | nindent %d }}\n%s{{- end }}\n", k[1], t.entries, k[1], len(k[1]), k[1])
+			continue
+		}
 		m := tokenLine.FindStringSubmatch(body)
 		if m == nil {
 			if strings.Contains(body, "NICPOOLCHARTTOKEN") {

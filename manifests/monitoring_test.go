@@ -82,6 +82,15 @@ func TestMonitoringOverlayTargetsTheInstallation(t *testing.T) {
 		}
 	}
 
+	// The monitors name nicpool's namespace, so that one moved to another namespace
+	// (the chart's monitoring.*.namespace) still scrapes nicpool's pods.
+	for _, m := range []*unstructured.Unstructured{sm, pm} {
+		names, _, _ := unstructured.NestedStringSlice(m.Object, "spec", "namespaceSelector", "matchNames")
+		if len(names) != 1 || names[0] != namespace {
+			t.Errorf("%s %s selects namespaces %v, want nicpool's %s", m.GetKind(), m.GetName(), names, namespace)
+		}
+	}
+
 	cm := object[corev1.ConfigMap](t, objs, "ConfigMap", "nicpool-dashboard")
 	if cm.Labels["grafana_dashboard"] != "1" {
 		t.Errorf("dashboard ConfigMap labels %v: Grafana's sidecar loads grafana_dashboard=1", cm.Labels)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/strvals"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -888,4 +890,123 @@ func TestMain(m *testing.M) {
 		env, err = s.Start(testenv.Options{ExtraCRDs: append(certManager, monitoring...)})
 		return err
 	})
+}
+
+// Every monitoring object takes the labels, namespace and interval its values give
+// (kube-prometheus-stack loads only monitors and rules labelled release: <its
+// release>), the monitors keep selecting nicpool's pods in the release's namespace
+// from the namespace they are put in, and the dashboard ConfigMap gets the labels
+// and annotations Grafana's sidecar looks for, in the sidecar's namespace. The API
+// server, with the Prometheus Operator's CRDs, accepts each object so rendered.
+func TestChartMonitoringValues(t *testing.T) {
+	defaults, err := render(t, map[string]any{"monitoring": map[string]any{"enabled": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dash := find(t, defaults, "ConfigMap", "nicpool-dashboard")
+	if dash.GetLabels()["grafana_dashboard"] != "1" || dash.GetNamespace() != releaseNamespace || len(dash.GetAnnotations()) != 0 {
+		t.Errorf("default dashboard ConfigMap: namespace %s, labels %v, annotations %v; want %s, grafana_dashboard=1 (Grafana's sidecar default), no annotation",
+			dash.GetNamespace(), dash.GetLabels(), dash.GetAnnotations(), releaseNamespace)
+	}
+	for _, kn := range [][2]string{{"ServiceMonitor", "nicpool-webhook"}, {"PodMonitor", "nicpool-ipamd"}, {"PrometheusRule", "nicpool"}} {
+		if got := intervals(t, find(t, defaults, kn[0], kn[1])); !reflect.DeepEqual(got, []string{"30s"}) {
+			t.Errorf("default %s %s intervals %v, want 30s", kn[0], kn[1], got)
+		}
+	}
+
+	vals := map[string]any{"monitoring": map[string]any{
+		"enabled":        true,
+		"serviceMonitor": map[string]any{"labels": map[string]any{"release": "kube-prometheus-stack"}, "namespace": "monitoring", "interval": "15s"},
+		"podMonitor":     map[string]any{"labels": map[string]any{"release": "kube-prometheus-stack", "team": "network"}, "namespace": "monitoring", "interval": "20s"},
+		"prometheusRule": map[string]any{"labels": map[string]any{"release": "kube-prometheus-stack"}, "namespace": "alerts", "interval": "1m"},
+		"dashboard": map[string]any{
+			"labels":      map[string]any{"grafana_dashboard": "nicpool"},
+			"namespace":   "grafana",
+			"annotations": map[string]any{"grafana_folder": "Networking"},
+		},
+	}}
+	objs, err := render(t, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		kind, name, namespace, interval string
+		labels                          map[string]string
+	}{
+		{"ServiceMonitor", "nicpool-webhook", "monitoring", "15s", map[string]string{"release": "kube-prometheus-stack"}},
+		{"PodMonitor", "nicpool-ipamd", "monitoring", "20s", map[string]string{"release": "kube-prometheus-stack", "team": "network"}},
+		{"PrometheusRule", "nicpool", "alerts", "1m", map[string]string{"release": "kube-prometheus-stack"}},
+	} {
+		o := find(t, objs, c.kind, c.name)
+		if o.GetNamespace() != c.namespace {
+			t.Errorf("%s: namespace %s, want %s", key(o), o.GetNamespace(), c.namespace)
+		}
+		for k, v := range c.labels {
+			if o.GetLabels()[k] != v {
+				t.Errorf("%s: labels %v, want %s=%s", key(o), o.GetLabels(), k, v)
+			}
+		}
+		if o.GetLabels()["app.kubernetes.io/part-of"] != "nicpool" {
+			t.Errorf("%s: labels %v lost app.kubernetes.io/part-of=nicpool", key(o), o.GetLabels())
+		}
+		if got := intervals(t, o); !reflect.DeepEqual(got, []string{c.interval}) {
+			t.Errorf("%s: intervals %v, want %s", key(o), got, c.interval)
+		}
+		if c.kind != "PrometheusRule" {
+			names, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "namespaceSelector", "matchNames")
+			if !reflect.DeepEqual(names, []string{releaseNamespace}) {
+				t.Errorf("%s in namespace %s selects namespaces %v, want nicpool's %s", key(o), o.GetNamespace(), names, releaseNamespace)
+			}
+		}
+	}
+	dash = find(t, objs, "ConfigMap", "nicpool-dashboard")
+	if dash.GetNamespace() != "grafana" || dash.GetLabels()["grafana_dashboard"] != "nicpool" || dash.GetAnnotations()["grafana_folder"] != "Networking" {
+		t.Errorf("dashboard ConfigMap: namespace %s, labels %v, annotations %v; want grafana, grafana_dashboard=nicpool, grafana_folder=Networking",
+			dash.GetNamespace(), dash.GetLabels(), dash.GetAnnotations())
+	}
+	// Nothing else moved: the installation's objects stay in the release's namespace.
+	for _, o := range objs {
+		if _, monitoring := map[string]bool{"ServiceMonitor": true, "PodMonitor": true, "PrometheusRule": true}[o.GetKind()]; monitoring || key(o) == key(dash) {
+			continue
+		}
+		if o.GetNamespace() != "" && o.GetNamespace() != releaseNamespace {
+			t.Errorf("%s is in namespace %s, want %s", key(o), o.GetNamespace(), releaseNamespace)
+		}
+	}
+
+	ctx := context.Background()
+	for _, ns := range []string{"monitoring", "alerts", "grafana"} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range objs {
+		if _, monitoring := map[string]bool{"ServiceMonitor": true, "PodMonitor": true, "PrometheusRule": true}[o.GetKind()]; !monitoring && key(o) != key(dash) {
+			continue
+		}
+		if err := env.Client.Create(ctx, o.DeepCopy(), client.FieldValidation(metav1.FieldValidationStrict)); err != nil {
+			t.Errorf("API server refused %s: %v", key(o), err)
+			continue
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o.DeepCopy()) })
+	}
+}
+
+// intervals are the distinct scrape intervals of a monitor's endpoints, or the
+// evaluation intervals of a PrometheusRule's groups.
+func intervals(t *testing.T, o *unstructured.Unstructured) []string {
+	t.Helper()
+	field := map[string]string{"ServiceMonitor": "endpoints", "PodMonitor": "podMetricsEndpoints", "PrometheusRule": "groups"}[o.GetKind()]
+	items, _, err := unstructured.NestedSlice(o.Object, "spec", field)
+	if err != nil || len(items) == 0 {
+		t.Fatalf("%s: no spec.%s: %v", key(o), field, err)
+	}
+	var out []string
+	for _, it := range items {
+		v, _ := it.(map[string]any)["interval"].(string)
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
