@@ -3,11 +3,15 @@ package manifests_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -15,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/manifests"
 )
 
@@ -165,4 +170,67 @@ func metricsPort(t *testing.T, args []string) int32 {
 		t.Fatalf("--metrics-bind-address %q has no port", addr)
 	}
 	return int32(atoi(t, port))
+}
+
+// examples/monitoring is kustomize's counterpart of the chart's monitoring values:
+// it moves the monitors and rules to kube-prometheus-stack's namespace with its
+// release label, scrapes and evaluates every 15 seconds, and puts the dashboard where
+// Grafana's sidecar looks, in a folder; the monitors still select nicpool's pods, and
+// the API server accepts every object so changed.
+func TestMonitoringKustomizeExample(t *testing.T) {
+	objs, err := manifests.Render(filepath.Join(testenv.RepoRoot(), "examples", "monitoring"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(objs), len(render(t, manifests.Monitoring)); got != want {
+		t.Fatalf("the example renders %d objects, the overlay %d", got, want)
+	}
+	for _, o := range objs {
+		if o.GetLabels()["release"] != "kube-prometheus-stack" || o.GetLabels()["app.kubernetes.io/part-of"] != "nicpool" {
+			t.Errorf("%s %s: labels %v, want release=kube-prometheus-stack beside app.kubernetes.io/part-of=nicpool", o.GetKind(), o.GetName(), o.GetLabels())
+		}
+		var intervals []string
+		switch o.GetKind() {
+		case "ServiceMonitor", "PodMonitor":
+			names, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "namespaceSelector", "matchNames")
+			if len(names) != 1 || names[0] != namespace {
+				t.Errorf("%s %s selects namespaces %v, want nicpool's %s", o.GetKind(), o.GetName(), names, namespace)
+			}
+			field := map[string]string{"ServiceMonitor": "endpoints", "PodMonitor": "podMetricsEndpoints"}[o.GetKind()]
+			eps, _, _ := unstructured.NestedSlice(o.Object, "spec", field)
+			for _, ep := range eps {
+				intervals = append(intervals, fmt.Sprint(ep.(map[string]any)["interval"]))
+			}
+		case "PrometheusRule":
+			groups, _, _ := unstructured.NestedSlice(o.Object, "spec", "groups")
+			for _, g := range groups {
+				intervals = append(intervals, fmt.Sprint(g.(map[string]any)["interval"]))
+			}
+		case "ConfigMap":
+			if o.GetNamespace() != "grafana" || o.GetLabels()["grafana_dashboard"] != "1" || o.GetAnnotations()["grafana_folder"] != "Networking" {
+				t.Errorf("dashboard ConfigMap: namespace %s, labels %v, annotations %v; want grafana, grafana_dashboard=1, grafana_folder=Networking", o.GetNamespace(), o.GetLabels(), o.GetAnnotations())
+			}
+			continue
+		}
+		if o.GetNamespace() != "monitoring" {
+			t.Errorf("%s %s: namespace %s, want monitoring", o.GetKind(), o.GetName(), o.GetNamespace())
+		}
+		if len(intervals) == 0 || slices.ContainsFunc(intervals, func(i string) bool { return i != "15s" }) {
+			t.Errorf("%s %s: intervals %v, want 15s each", o.GetKind(), o.GetName(), intervals)
+		}
+	}
+
+	e := controlPlane(t)
+	ctx := context.Background()
+	for _, ns := range []string{"monitoring", "grafana"} {
+		if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range objs {
+		if err := e.Client.Create(ctx, o.DeepCopy(), client.FieldValidation(metav1.FieldValidationStrict)); err != nil {
+			t.Errorf("API server refused %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	remove(t, e.Client, objs)
 }
