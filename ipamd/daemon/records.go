@@ -99,7 +99,7 @@ func (d *Daemon) CheckRecords(ctx context.Context) (int, error) {
 				continue
 			}
 			d.records.reported[key] = true
-			msg := fmt.Sprintf("%s: pool %s no longer records this pod's address, so it may give %s to another pod while this one uses it; recreate this pod to give it a recorded address (kubectl nicpool check lists every such address)", v.Message, v.Pool, v.Address)
+			msg := fmt.Sprintf("%s: pool %s no longer records this pod's address, so it may give %s to another pod while this one uses it; kubectl nicpool record %s --force writes the record again for this pod, or recreate this pod to give it a recorded address (kubectl nicpool check lists every such address)", v.Message, v.Pool, v.Address, v.Address)
 			d.opts.Log.Error(nil, "an address of a live pod is not recorded", "pod", ep.Namespace+"/"+ep.Name, "podUID", ep.Status.Current.UID, "pool", v.Pool, "address", v.Address.String())
 			d.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonAddressUnrecorded, "Check", "%s", msg)
 		}

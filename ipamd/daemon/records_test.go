@@ -59,7 +59,7 @@ func TestVanishedRecordOfALivePodIsReported(t *testing.T) {
 		}
 		for _, e := range events.Items {
 			if e.InvolvedObject.UID == pod.UID && e.Reason == daemon.ReasonAddressUnrecorded && e.Type == corev1.EventTypeWarning &&
-				strings.Contains(e.Message, addr) && strings.Contains(e.Message, "pool vanish") && strings.Contains(e.Message, "recreate this pod") {
+				strings.Contains(e.Message, addr) && strings.Contains(e.Message, "pool vanish") && strings.Contains(e.Message, "kubectl nicpool record "+addr+" --force") {
 				return true
 			}
 		}

@@ -109,7 +109,7 @@ func repairOf(v invariants.Violation) string {
 		en, ename, _ := strings.Cut(v.Endpoint, "/")
 		return fmt.Sprintf("nicpool's garbage collector deletes it when it runs; only nicpool's service accounts may write SpiderEndpoints, so otherwise a cluster admin runs: kubectl delete spiderendpoint -n %s %s", en, ename)
 	case invariants.EndpointUnrecorded:
-		return fmt.Sprintf("kubectl delete pod -n %s %s: no record holds %s, so another pod may be given it; the pod's next incarnation gets a recorded address (nicpool does not write a record for an address it did not hand out)", ns, name, addr)
+		return fmt.Sprintf("kubectl nicpool record %s --force: no record holds %s, so another pod may be given it; record writes the record for pod %s, which uses it, or says why it cannot (then kubectl delete pod -n %s %s, and its next incarnation gets a recorded address)", addr, addr, v.Pod, ns, name)
 	case invariants.EndpointMismatch, invariants.EndpointOtherPod:
 		return fmt.Sprintf("%s shows the pod the record names; when that pod is gone, kubectl nicpool release %s --force frees it; when it is live, two pods use %s: delete pod %s (kubectl delete pod -n %s %s) and it gets an address of its own", who, addr, addr, v.Pod, ns, name)
 	case invariants.InTwoPools, invariants.TwoAddresses:

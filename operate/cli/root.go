@@ -85,7 +85,7 @@ cluster, 2 when it could not run.`,
 		f.DefValue = "$HOME/.kube/cache"
 	}
 	_ = root.RegisterFlagCompletionFunc("namespace", completeNamespaces(o))
-	root.AddCommand(newWhoCommand(o), newPodCommand(o), newPoolsCommand(o), newCheckCommand(o), newStatusCommand(o), newReleaseCommand(o), newMigrateCommand(o), newVersionCommand(o), newSysdumpCommand(o))
+	root.AddCommand(newWhoCommand(o), newPodCommand(o), newPoolsCommand(o), newCheckCommand(o), newStatusCommand(o), newReleaseCommand(o), newRecordCommand(o), newMigrateCommand(o), newVersionCommand(o), newSysdumpCommand(o))
 	return root
 }
 

@@ -28,6 +28,7 @@ const (
 	KindPodAddresses    = "PodAddresses"
 	KindViolation       = "Violation"
 	KindReleaseDecision = "ReleaseDecision"
+	KindRecording       = "Recording"
 	KindStatusCheck     = "StatusCheck"
 	// KindMigrationPlan is printed alone, not in a list.
 	KindMigrationPlan = "MigrationPlan"
@@ -76,6 +77,14 @@ type ReleaseDecision struct {
 	Status            repair.Decision `json:"status"`
 }
 
+// Recording is what record did with the address a pod's endpoint lists (kubectl
+// nicpool record); metadata.name is the address.
+type Recording struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Status            repair.Recording `json:"status"`
+}
+
 // StatusCheck is one check of kubectl nicpool status; metadata.name names it
 // ("webhook-reachable", "ipamd/node-1", …).
 type StatusCheck struct {
@@ -112,6 +121,7 @@ type (
 	PodAddressesList    = List[PodAddresses, *PodAddresses]
 	ViolationList       = List[Violation, *Violation]
 	ReleaseDecisionList = List[ReleaseDecision, *ReleaseDecision]
+	RecordingList       = List[Recording, *Recording]
 	StatusCheckList     = List[StatusCheck, *StatusCheck]
 )
 
@@ -162,3 +172,6 @@ func (p *ReleaseDecision) DeepCopyObject() runtime.Object { return deepCopy(p) }
 
 // DeepCopyObject implements runtime.Object.
 func (p *StatusCheck) DeepCopyObject() runtime.Object { return deepCopy(p) }
+
+// DeepCopyObject implements runtime.Object.
+func (p *Recording) DeepCopyObject() runtime.Object { return deepCopy(p) }
