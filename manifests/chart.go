@@ -435,6 +435,10 @@ func templated(o *unstructured.Unstructured, values *chartValues) ([]byte, error
 		}
 		w["logLevel"] = ""
 		c["args"] = append(c["args"].([]any), put(token{item: ".Values.webhook.logLevel", expr: "--zap-log-level={{ . }}"}))
+		w["logEncoder"] = ""
+		c["args"] = append(c["args"].([]any), put(token{item: ".Values.webhook.logEncoder", expr: "--zap-encoder={{ . }}"}))
+		w["logTimeEncoding"] = ""
+		c["args"] = append(c["args"].([]any), put(token{item: ".Values.webhook.logTimeEncoding", expr: "--zap-time-encoding={{ . }}"}))
 		extraValues(c, "webhook", w, put)
 	case o.GetKind() == "PodDisruptionBudget" && o.GetName() == "nicpool-webhook":
 		if values.webhook == nil {
@@ -469,6 +473,10 @@ func templated(o *unstructured.Unstructured, values *chartValues) ([]byte, error
 		}
 		d["logLevel"] = ""
 		c["args"] = append(c["args"].([]any), put(token{item: ".Values.ipamd.logLevel", expr: "--zap-log-level={{ . }}"}))
+		d["logEncoder"] = ""
+		c["args"] = append(c["args"].([]any), put(token{item: ".Values.ipamd.logEncoder", expr: "--zap-encoder={{ . }}"}))
+		d["logTimeEncoding"] = ""
+		c["args"] = append(c["args"].([]any), put(token{item: ".Values.ipamd.logTimeEncoding", expr: "--zap-time-encoding={{ . }}"}))
 		extraValues(c, "ipamd", d, put)
 		ic, err := container(pod, "initContainers", "install-cni")
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -45,7 +46,9 @@ func main() {
 		clusterNetwork = flag.String("multus-cluster-network", "",
 			"the NetworkAttachmentDefinition ([namespace/]name) Multus attaches a pod's eth0 through when the pod has no v1.multus-cni.io/default-network (Multus's clusterNetwork, spiderpool's MULTUS_CLUSTER_NETWORK); empty: eth0 matches no pool that sets spec.multusName unless the pod names its default network")
 	)
-	opts := zap.Options{}
+	// RFC 3339 with nanoseconds, the time format of every nicpool log line (the CNI
+	// plugin's too); --zap-time-encoding changes it.
+	opts := zap.Options{TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
 	opts.BindFlags(flag.CommandLine)
 	showVersion := flag.Bool("version", false, "print the version, git revision and Go version, and exit")
 	flag.Parse()

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -88,7 +89,9 @@ func (o *options) bind(fs *flag.FlagSet) {
 func main() {
 	var o options
 	o.bind(flag.CommandLine)
-	zo := zap.Options{}
+	// RFC 3339 with nanoseconds, the time format of every nicpool log line (the CNI
+	// plugin's too); --zap-time-encoding changes it.
+	zo := zap.Options{TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
 	zo.BindFlags(flag.CommandLine)
 	showVersion := flag.Bool("version", false, "print the version, git revision and Go version, and exit")
 	flag.Parse()

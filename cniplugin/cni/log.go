@@ -5,7 +5,32 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"time"
 )
+
+// LogTimeFormat is how every nicpool log line writes its time, under the key "ts":
+// RFC 3339 with nanoseconds, as the daemons' zap encoder writes it by default
+// (--zap-time-encoding=rfc3339nano), so that a CNI call's lines and ipamd's sort and
+// join on one clock format.
+const LogTimeFormat = time.RFC3339Nano
+
+// LogHandlerOptions make the plugin's JSON lines the daemons' shape: "ts" in
+// LogTimeFormat, "level" in lower case (debug, info, warn, error), "msg".
+func LogHandlerOptions(level slog.Leveler) *slog.HandlerOptions {
+	return &slog.HandlerOptions{Level: level, ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if len(groups) > 0 {
+			return a
+		}
+		switch a.Key {
+		case slog.TimeKey:
+			return slog.String("ts", a.Value.Time().Format(LogTimeFormat))
+		case slog.LevelKey:
+			return slog.String("level", strings.ToLower(a.Value.String()))
+		}
+		return a
+	}}
+}
 
 // openLog returns the logger the config asks for and a function that closes its file.
 // A log file refused by the path rules (a *RefusedPath from OpenLog) is a CNI error
@@ -35,7 +60,7 @@ func (p *Plugin) openLog(c *Config, plugin string) (*slog.Logger, func(), error)
 			w, closeFn = f, func() { _ = f.Close() }
 		}
 	}
-	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: c.LogLevel})).With("plugin", plugin, "pid", p.PID)
+	log := slog.New(slog.NewJSONHandler(w, LogHandlerOptions(c.LogLevel))).With("plugin", plugin, "pid", p.PID)
 	if openErr != nil {
 		log.Warn("logging to stderr: cannot open log_file_path", "error", openErr.Error())
 	}

@@ -277,6 +277,8 @@ func TestChartValues(t *testing.T) {
 			"affinity":            map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "zone", "operator": "In", "values": []any{"a"}}}}}}}},
 			"priorityClassName":   "nicpool-critical",
 			"logLevel":            "debug",
+			"logEncoder":          "console",
+			"logTimeEncoding":     "epoch",
 			"gc":                  map[string]any{"interval": "5m", "minAge": "1m", "terminatingGrace": "2m"},
 			"ports":               map[string]any{"webhook": 10443, "metrics": 10080, "health": 10081},
 			"podDisruptionBudget": map[string]any{"minAvailable": 2},
@@ -329,7 +331,7 @@ func TestChartValues(t *testing.T) {
 		t.Errorf("webhook priorityClassName %v", ws["priorityClassName"])
 	}
 	args := fmt.Sprint(wc["args"])
-	for _, a := range []string{"--zap-log-level=debug", "--gc-interval=5m", "--gc-min-age=1m", "--gc-terminating-grace=2m",
+	for _, a := range []string{"--zap-log-level=debug", "--zap-encoder=console", "--zap-time-encoding=epoch", "--gc-interval=5m", "--gc-min-age=1m", "--gc-terminating-grace=2m",
 		"--webhook-port=10443", "--metrics-bind-address=:10080", "--health-probe-bind-address=:10081", "--cluster-network-nicpool"} {
 		if !strings.Contains(args, a) {
 			t.Errorf("webhook args %s lack %s", args, a)
