@@ -106,7 +106,24 @@ var _ = describeFor(local.NodeStandIn, "kubectl nicpool status", Serial, func() 
 			HaveField("Fix", ContainSubstring("--field-selector spec.nodeName="+node)))))
 		_, _, code = status(ctx)
 		Expect(code).To(Equal(1))
+
+		By("status --wait, started while ipamd is down, returns 0 once it is back")
+		// Pools other specs filled stay problems: --pool-full-percent above 100 leaves
+		// them out.
+		waited := make(chan string, 1)
+		go func() {
+			defer GinkgoRecover()
+			cmd := exec.CommandContext(ctx, plugin, "--kubeconfig", stack.AdminKubeconfig, "status", "--wait", "--wait-duration=3m", "--pool-full-percent=101")
+			out, err := cmd.CombinedOutput()
+			GinkgoWriter.Printf("$ kubectl nicpool status --wait (%v)\n%s", err, out)
+			if err != nil {
+				waited <- err.Error()
+				return
+			}
+			waited <- "exit 0"
+		}()
 		Expect(stack.StartIpamd(ctx, node)).To(Succeed())
+		Eventually(waited).WithContext(ctx).WithTimeout(3*time.Minute + 30*time.Second).Should(Receive(Equal("exit 0")))
 		Eventually(func() []string {
 			_, problems, _ := status(ctx)
 			return noneButPools(problems)
