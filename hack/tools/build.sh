@@ -29,7 +29,12 @@ declare -A pkg=(
   [kube-proxy]="node:k8s.io/kubernetes/cmd/kube-proxy"
   [kubectl]="node:k8s.io/kubernetes/cmd/kubectl"
   [crictl]="crictl:sigs.k8s.io/cri-tools/cmd/crictl"
+  [kube-apiserver-floor]="k8s-floor:./cmd/kube-apiserver"
 )
+# Where a tool is written under bin/, when not bin/<tool>: the API server of the lowest
+# Kubernetes release nicpool supports goes to bin/floor/, which `make test-floor` puts
+# first in KUBEBUILDER_ASSETS.
+declare -A out=([kube-apiserver-floor]=floor/kube-apiserver)
 # Build tags and cgo per tool (default: none, cgo as the environment says).
 declare -A tags=(
   # runc as its release builds it: seccomp (the manifests ask for RuntimeDefault),
@@ -48,7 +53,7 @@ declare -A tags=(
 declare -A versioned=([kubelet]=k8s.io/kubernetes [kube-proxy]=k8s.io/kubernetes [kubectl]=k8s.io/kubernetes
   [kube-apiserver]=k8s.io/kubernetes [kube-controller-manager]=k8s.io/kubernetes [kube-scheduler]=k8s.io/kubernetes
   [containerd]=github.com/containerd/containerd/v2 [containerd-shim-runc-v2]=github.com/containerd/containerd/v2
-  [ctr]=github.com/containerd/containerd/v2)
+  [ctr]=github.com/containerd/containerd/v2 [kube-apiserver-floor]=k8s.io/kubernetes)
 # Static binaries where the tool allows it (containerd's shim runs in any mount namespace).
 declare -A nocgo=([containerd]=1 [containerd-shim-runc-v2]=1 [ctr]=1)
 declare -A groups=(
@@ -56,6 +61,8 @@ declare -A groups=(
   [control-plane]="etcd controller-gen kube-apiserver kube-controller-manager kube-scheduler kubectl macvlan bridge host-local multus"
   # golangci-lint and crictl are built on request only: no test needs them.
   [node]="runc containerd containerd-shim-runc-v2 ctr kubelet kube-proxy kubectl loopback"
+  # `make test-floor`: the integration tests against the lowest supported API server.
+  [floor]="kube-apiserver-floor"
 )
 order=()
 for arg in "${@:-control-plane}"; do
@@ -110,12 +117,14 @@ for tool in "${order[@]}"; do
   fi
   # The stamp covers the flags too, where a tool has any (a change rebuilds it).
   want=$( (cat "$dir/go.mod" "$dir/go.sum"; [ -z "$ldflags" ] || echo "$ldflags") | sha256sum | cut -c1-16)
-  stamp="$bin/.$tool.stamp"
-  if [ -x "$bin/$tool" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+  dest="$bin/${out[$tool]:-$tool}"
+  stamp="$(dirname "$dest")/.$(basename "$dest").stamp"
+  mkdir -p "$(dirname "$dest")"
+  if [ -x "$dest" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
     continue
   fi
   echo "building $tool (hack/tools/$mod)"
-  args=(-o "$bin/$tool")
+  args=(-o "$dest")
   [ -z "${tags[$tool]:-}" ] || args+=(-tags "${tags[$tool]}")
   if [ "$tool" = runc ]; then
     # runc's nsenter is C: cgo, linked statically so it runs in any container.

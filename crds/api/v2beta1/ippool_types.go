@@ -39,7 +39,7 @@ type SpiderIPPool struct {
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.ipVersion) || !has(oldSelf.ipVersion) || self.ipVersion == oldSelf.ipVersion",message="ipVersion is immutable"
 // +kubebuilder:validation:XValidation:rule="self.subnet == oldSelf.subnet",message="subnet is immutable"
-// +kubebuilder:validation:XValidation:rule="!isCIDR(self.subnet) || cidr(self.subnet) == cidr(self.subnet).masked()",message="subnet must be in canonical form with no host bits set, e.g. 10.6.0.0/16"
+// +kubebuilder:validation:XValidation:rule="!isCIDR(self.subnet) || self.subnet == string(cidr(self.subnet).masked())",message="subnet must be in canonical form with no host bits set, e.g. 10.6.0.0/16"
 // +kubebuilder:validation:XValidation:rule="!has(self.ipVersion) || !isCIDR(self.subnet) || cidr(self.subnet).ip().family() == self.ipVersion",message="ipVersion must match the family of subnet"
 type IPPoolSpec struct {
 	// IPVersion is the pool's IP family, 4 or 6. Derived from subnet when omitted.

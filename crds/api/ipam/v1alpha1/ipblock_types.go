@@ -55,7 +55,7 @@ type IPBlockSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=43
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="cidr is immutable"
-	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self) == cidr(self).masked()",message="cidr must be a canonical CIDR such as 10.6.0.16/28"
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && self == string(cidr(self).masked())",message="cidr must be a canonical CIDR such as 10.6.0.16/28"
 	CIDR string `json:"cidr"`
 
 	// Node is the node that allocates from this block first; empty for a block that
