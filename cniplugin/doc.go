@@ -1,5 +1,5 @@
 // Package cniplugin is nicpool-cni's process: it serves the CNI call the process was
-// started for with the plugin's library (package cni), giving it the process's
+// started for with the plugin's library (package cni, Relay), giving it the process's
 // stdout and stderr, its environment and stdin, a log file beneath cni.LogDir and
 // ipamd's socket beneath cni.RunDir, both opened following no symlink, and the
 // comparison of CNI_NETNS with its own network namespace (Process, Main). The
@@ -35,13 +35,18 @@
 //
 // Whenever the front cannot finish a call that way, it hands it off: it runs
 // nicpool-cni, beside its own executable, with the same arguments, environment and
-// stdin, and nicpool-cni serves the call with the library, asking ipamd on its
-// socket. That is the case for VERSION; for larger input (ipamd parses no more, and hands back a larger
+// stdin. nicpool-cni makes the library's checks, does what ipamd does not (appends
+// to log_file_path, parses the whole configuration, reaches the socket the
+// configuration names) and sends ipamd the same kind of frame, whose stdin is the
+// configuration trimmed to the keys the verb reads (cni.Config.Trimmed): ipamd runs
+// it as it runs the front's, nicpool-cni prints its answer and writes its log lines
+// to the log. There is one protocol on the socket. That is the case for VERSION; for larger input (ipamd parses no more, and hands back a larger
 // call of an older front); when there is no socket, ipamd refuses the
 // connection, drops it or answers anything but a complete 200 (an ipamd older than
 // the front answers 404); and when ipamd declines the call, which it does for a
 // network that names log_file_path (a host file the plugin appends to itself) or a
 // socket other than the default. A call handed off after ipamd ran it is run again,
 // which every verb allows (a repeated ADD answers the same addresses). A network with
-// log_file_path therefore costs a run of nicpool-cni on every call.
+// log_file_path therefore costs a run of nicpool-cni on every call (and two frames to
+// ipamd, the second small).
 package cniplugin

@@ -31,7 +31,7 @@ type hostileHost struct {
 func newHostileHost(t *testing.T) *hostileHost {
 	t.Helper()
 	f := startFakeIPAMD(t)
-	f.answer(api.PathRelease, 200, api.ReleaseResponse{})
+	f.answer("DEL", 200, api.ReleaseResponse{})
 	root, err := os.MkdirTemp("", "nicpool-host-")
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestHostilePathsTouchNothing(t *testing.T) {
 		{"socket that is a regular file", "ipam_unix_socket_path", RunDir + "/file.sock"},
 	}
 	prevResult := `"prevResult":{"cniVersion":"1.1.0","ips":[{"address":"10.6.0.7/16"}]}`
-	p := process(io.Discard, "").Funcs()
+	p := process(io.Discard, "").RelayFuncs()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stdin := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","request_timeout":1,"` + tt.key + `":"` + tt.path + `"},"cni.dev/valid-attachments":[],` + prevResult + `}`)
@@ -124,11 +124,11 @@ func TestHostilePathsTouchNothing(t *testing.T) {
 func TestDelWithARefusedLogFileStillReleases(t *testing.T) {
 	h := newHostileHost(t)
 	stdin := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","log_file_path":"` + LogDir + `/evil.log"}}`)
-	if err := process(io.Discard, "").Funcs().Del(cmdArgs(stdin)); err != nil {
+	if err := process(io.Discard, "").RelayFuncs().Del(cmdArgs(stdin)); err != nil {
 		t.Fatalf("DEL: %v", err)
 	}
 	var req api.ReleaseRequest
-	if !h.ipamd.request(t, api.PathRelease, &req) || req.Interface != "net1" {
+	if !h.ipamd.request(t, "DEL", &req) || req.Interface != "net1" {
 		t.Errorf("DEL did not release through ipamd: %+v", req)
 	}
 	if data, _ := os.ReadFile(filepath.Join(h.outside, "precious")); string(data) != "precious\n" {
@@ -143,7 +143,7 @@ func TestLogRotatesWithinItsDirectory(t *testing.T) {
 	big := bytes.Repeat([]byte("x"), maxLogSize+1)
 	must(t, os.WriteFile(filepath.Join(h.logDir, "cni.log"), big, 0o644))
 	stdin := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","log_file_path":"` + LogDir + `/cni.log"}}`)
-	if err := process(io.Discard, "").Funcs().Del(cmdArgs(stdin)); err != nil {
+	if err := process(io.Discard, "").RelayFuncs().Del(cmdArgs(stdin)); err != nil {
 		t.Fatalf("DEL: %v", err)
 	}
 	old, err := os.Stat(filepath.Join(h.logDir, "cni.log.1"))
@@ -185,11 +185,11 @@ func countDirs(t *testing.T, dir string) int {
 // directory. A path one directory deep creates that one directory.
 func TestDeepLogFilePathCreatesAtMostOneDirectory(t *testing.T) {
 	h := newHostileHost(t)
-	h.ipamd.answer(api.PathAllocate, 200, api.AllocateResponse{Interface: "net1", IPs: []api.IPConfig{{Address: "10.6.0.7/16", Pool: "v4"}}})
+	h.ipamd.answer("ADD", 200, api.AllocateResponse{Interface: "net1", IPs: []api.IPConfig{{Address: "10.6.0.7/16", Pool: "v4"}}})
 	before := countDirs(t, h.logDir)
 	deep := LogDir + strings.Repeat("/d", 40) + "/x.log"
 	stdin := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","log_file_path":"` + deep + `"}}`)
-	p := process(io.Discard, "").Funcs()
+	p := process(io.Discard, "").RelayFuncs()
 	if err := p.Add(cmdArgs(stdin)); cniCode(err) != types.ErrInvalidNetworkConfig || !strings.Contains(err.Error(), "ipam.log_file_path") || !strings.Contains(err.Error(), "one subdirectory") {
 		t.Errorf("ADD: %v: want code %d naming ipam.log_file_path and saying how deep a path may be", err, types.ErrInvalidNetworkConfig)
 	}

@@ -2,8 +2,10 @@ package cniplugin
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,11 +20,14 @@ import (
 
 	"github.com/nicpool/nicpool/cniplugin/cni"
 	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/server"
 )
 
-// fakeIPAMD answers on a unix socket with canned answers per path and records what it
-// was asked. It stands in for ipamd only to test the plugin's translation between CNI
-// and the socket API; the real ipamd is exercised by the integration tests.
+// fakeIPAMD answers frames on a unix socket as ipamd does (server.ServeFrame, the
+// plugin's library), with a service of canned answers per verb, and records what the
+// service was asked and the frames it got. It stands in for ipamd only to test the
+// plugin's translation between CNI and ipamd's verbs; the real ipamd is exercised by
+// the integration tests.
 type fakeIPAMD struct {
 	// socket is where it listens; the configurations name it as RunDir/ipamd.sock, which
 	// the test's environment relocates to socket's directory.
@@ -34,6 +39,7 @@ type fakeIPAMD struct {
 	mu       sync.Mutex
 	answers  map[string]answer
 	requests map[string][]byte
+	frames   []*api.Frame
 }
 
 // droppingListener closes the connections its fake is told to drop.
@@ -57,6 +63,8 @@ func (l droppingListener) Accept() (net.Conn, error) {
 	}
 }
 
+// answer is the service's answer to a verb: body is its response, or an api.Error it
+// fails with; a string body is written raw with status, in place of a frame's answer.
 type answer struct {
 	status int
 	body   any
@@ -84,41 +92,87 @@ func startFakeIPAMD(t *testing.T) *fakeIPAMD {
 
 func (f *fakeIPAMD) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	fr, err := api.DecodeFrame(body)
+	if r.URL.Path != api.PathCNI || err != nil {
+		http.Error(w, fmt.Sprintf("not a frame on %s: %v", api.PathCNI, err), http.StatusNotFound)
+		return
+	}
 	f.mu.Lock()
-	f.requests[r.URL.Path] = body
-	a, ok := f.answers[r.URL.Path]
+	f.frames = append(f.frames, fr)
+	a := f.answers[fr.Env["CNI_COMMAND"]]
 	f.mu.Unlock()
-	if !ok {
-		a = answer{http.StatusNotFound, api.Error{Code: api.CodeInternal, Message: "no answer for " + r.URL.Path}}
-	}
-	if a.status == 0 {
-		a.status = http.StatusOK
-	}
-	w.WriteHeader(a.status)
 	if raw, isRaw := a.body.(string); isRaw {
+		w.WriteHeader(a.status)
 		_, _ = io.WriteString(w, raw)
 		return
 	}
-	_ = json.NewEncoder(w).Encode(a.body)
+	answer, handOff := server.ServeFrame(r.Context(), fr, canned{f})
+	if handOff != nil {
+		http.Error(w, handOff.Error(), api.StatusHandBack)
+		return
+	}
+	server.WriteAnswer(w, answer)
 }
 
-func (f *fakeIPAMD) answer(path string, status int, body any) {
+// canned is the fake's service.
+type canned struct{ f *fakeIPAMD }
+
+func take[Resp any](f *fakeIPAMD, verb string, req any) (*Resp, error) {
+	b, _ := json.Marshal(req)
+	f.mu.Lock()
+	f.requests[verb] = b
+	a, ok := f.answers[verb]
+	f.mu.Unlock()
+	switch body := a.body.(type) {
+	case api.Error:
+		return nil, &body
+	case Resp:
+		return &body, nil
+	}
+	if !ok {
+		return nil, &api.Error{Code: api.CodeInternal, Message: "no answer for " + verb}
+	}
+	panic(fmt.Sprintf("the answer to %s is a %T", verb, a.body))
+}
+
+func (c canned) Allocate(_ context.Context, req *api.AllocateRequest) (*api.AllocateResponse, error) {
+	return take[api.AllocateResponse](c.f, "ADD", req)
+}
+
+func (c canned) Release(_ context.Context, req *api.ReleaseRequest) (*api.ReleaseResponse, error) {
+	return take[api.ReleaseResponse](c.f, "DEL", req)
+}
+
+func (c canned) Check(_ context.Context, req *api.CheckRequest) (*api.CheckResponse, error) {
+	return take[api.CheckResponse](c.f, "CHECK", req)
+}
+
+func (c canned) GC(_ context.Context, req *api.GCRequest) (*api.GCResponse, error) {
+	return take[api.GCResponse](c.f, "GC", req)
+}
+
+func (c canned) Status(_ context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
+	return take[api.StatusResponse](c.f, "STATUS", req)
+}
+
+// answer sets the answer to verb.
+func (f *fakeIPAMD) answer(verb string, status int, body any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.answers[path] = answer{status, body}
+	f.answers[verb] = answer{status, body}
 }
 
-// request decodes what the plugin sent to path; false when it sent nothing.
-func (f *fakeIPAMD) request(t *testing.T, path string, into any) bool {
+// request decodes what the service was asked for verb; false when it was not.
+func (f *fakeIPAMD) request(t *testing.T, verb string, into any) bool {
 	t.Helper()
 	f.mu.Lock()
-	body, ok := f.requests[path]
+	body, ok := f.requests[verb]
 	f.mu.Unlock()
 	if !ok {
 		return false
 	}
 	if err := json.Unmarshal(body, into); err != nil {
-		t.Fatalf("plugin sent undecodable %s: %v", path, err)
+		t.Fatalf("undecodable %s request: %v", verb, err)
 	}
 	return true
 }
@@ -154,15 +208,15 @@ func cmdArgs(stdin []byte) *cni.CmdArgs {
 
 func TestAddSendsThePodAndPrintsTheResult(t *testing.T) {
 	f := startFakeIPAMD(t)
-	f.answer(api.PathAllocate, 200, api.AllocateResponse{Interface: "net1", IPs: []api.IPConfig{{Address: "10.6.0.7/16", Gateway: "10.6.0.1", Pool: "v4"}}})
+	f.answer("ADD", 200, api.AllocateResponse{Interface: "net1", IPs: []api.IPConfig{{Address: "10.6.0.7/16", Gateway: "10.6.0.1", Pool: "v4"}}})
 	var out bytes.Buffer
 	p := process(&out, "")
-	err := p.Funcs().Add(cmdArgs(f.conf("0.3.1", `"default_ipv4_ippool":["v4"],"clean_gateway":true`)))
+	err := p.RelayFuncs().Add(cmdArgs(f.conf("0.3.1", `"default_ipv4_ippool":["v4"],"clean_gateway":true`)))
 	if err != nil {
 		t.Fatalf("ADD: %v", err)
 	}
 	var req api.AllocateRequest
-	if !f.request(t, api.PathAllocate, &req) {
+	if !f.request(t, "ADD", &req) {
 		t.Fatal("ADD did not call ipamd")
 	}
 	want := api.AllocateRequest{
@@ -204,20 +258,24 @@ func TestAddErrors(t *testing.T) {
 		{"pool exhausted", podArgs, 409, api.Error{Code: api.CodePoolExhausted, Message: "pool v4 has no free address: add addresses to pool v4"}, api.CodePoolExhausted, "pool v4 has no free address"},
 		{"no pool", podArgs, 400, api.Error{Code: api.CodeNoPool, Message: "no pool selected for net1"}, api.CodeNoPool, "no pool selected"},
 		{"answer without code", podArgs, 400, api.Error{Message: "odd"}, types.ErrInternal, "odd"},
-		{"HTTP error without JSON", podArgs, 500, "boom", api.CodeInternal, "HTTP 500"},
-		{"undecodable answer", podArgs, 200, "{", types.ErrDecodingFailure, "undecodable"},
+		{"HTTP error, not a frame's answer", podArgs, 500, "boom", types.ErrTryAgainLater, "HTTP 500"},
+		{"200 without the frame's headers", podArgs, 200, "{", types.ErrTryAgainLater, "lacks"},
+		{"ipamd declines the call", podArgs, api.StatusHandBack, "no", types.ErrTryAgainLater, "declined"},
 		{"no address", podArgs, 200, api.AllocateResponse{Interface: "net1"}, api.CodeNoPool, "select a pool"},
 		{"other interface", podArgs, 200, api.AllocateResponse{Interface: "net2", IPs: []api.IPConfig{{Address: "10.6.0.7/16"}}}, types.ErrInternal, `"net2"`},
 		{"bad address", podArgs, 200, api.AllocateResponse{Interface: "net1", IPs: []api.IPConfig{{Address: "10.6.0.7"}}}, types.ErrInternal, "not a usable result"},
+		// The runtime's variables are sent as they are: a call over ipamd's frame bound
+		// is refused here, naming the variable, never sent to be declined.
+		{"CNI_ARGS over ipamd's bound", podArgs + ";PADDING=" + strings.Repeat("a", api.MaxFrame), 200, nil, types.ErrInvalidEnvironmentVariables, "CNI_ARGS is"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := startFakeIPAMD(t)
-			f.answer(api.PathAllocate, tt.status, tt.body)
+			f.answer("ADD", tt.status, tt.body)
 			var out bytes.Buffer
 			a := cmdArgs(f.conf("1.1.0", ""))
 			a.Args = tt.args
-			err := process(&out, "").Funcs().Add(a)
+			err := process(&out, "").RelayFuncs().Add(a)
 			if cniCode(err) != tt.wantCode || !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Errorf("error %v: want code %d mentioning %q", err, tt.wantCode, tt.wantMsg)
 			}
@@ -225,6 +283,23 @@ func TestAddErrors(t *testing.T) {
 				t.Errorf("a failed ADD printed %s", out.String())
 			}
 		})
+	}
+}
+
+// TestDelOverTheFrameBoundLetsThePodGo: a DEL whose runtime variables ipamd would not
+// read succeeds without asking ipamd, leaving the release to the garbage collector,
+// as a DEL ipamd declines does.
+func TestDelOverTheFrameBoundLetsThePodGo(t *testing.T) {
+	f := startFakeIPAMD(t)
+	f.answer("DEL", 200, api.ReleaseResponse{})
+	a := cmdArgs(f.conf("1.0.0", ""))
+	a.Args = podArgs + ";PADDING=" + strings.Repeat("a", api.MaxFrame)
+	if err := process(io.Discard, "").RelayFuncs().Del(a); err != nil {
+		t.Fatalf("DEL: %v, want success", err)
+	}
+	var req api.ReleaseRequest
+	if f.request(t, "DEL", &req) {
+		t.Errorf("ipamd was sent the DEL: %+v", req)
 	}
 }
 
@@ -246,7 +321,7 @@ func TestUnreachableIPAMD(t *testing.T) {
 	_ = l.Close()
 	for _, sock := range []string{"none.sock", "stale.sock", "no-such-dir/ipamd.sock"} {
 		conf := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"type":"nicpool","ipam_unix_socket_path":"` + RunDir + "/" + sock + `","request_timeout":1},"cni.dev/valid-attachments":[]}`)
-		p := process(io.Discard, "").Funcs()
+		p := process(io.Discard, "").RelayFuncs()
 		for verb, want := range map[string]uint{"ADD": types.ErrTryAgainLater, "GC": types.ErrTryAgainLater, "STATUS": types.ErrPluginNotAvailable} {
 			fn := map[string]func(*cni.CmdArgs) error{"ADD": p.Add, "GC": p.GC, "STATUS": p.Status}[verb]
 			err := fn(cmdArgs(conf))
@@ -266,13 +341,13 @@ func TestUnreachableIPAMD(t *testing.T) {
 // answers: here it drops the first connection unanswered, as a daemon killed mid-call.
 func TestDelRetriesWhileIPAMDIsUnreachable(t *testing.T) {
 	f := startFakeIPAMD(t)
-	f.answer(api.PathRelease, 200, api.ReleaseResponse{Released: []string{"10.6.0.7"}})
+	f.answer("DEL", 200, api.ReleaseResponse{Released: []string{"10.6.0.7"}})
 	f.dropFirst.Store(1)
-	if err := process(io.Discard, "").Funcs().Del(cmdArgs(f.conf("1.1.0", ""))); err != nil {
+	if err := process(io.Discard, "").RelayFuncs().Del(cmdArgs(f.conf("1.1.0", ""))); err != nil {
 		t.Fatalf("DEL: %v", err)
 	}
 	var req api.ReleaseRequest
-	if !f.request(t, api.PathRelease, &req) || req.ContainerID != "c1" {
+	if !f.request(t, "DEL", &req) || req.ContainerID != "c1" {
 		t.Errorf("DEL did not reach ipamd once it answered: %+v", req)
 	}
 	if f.dropFirst.Load() != 0 {
@@ -302,7 +377,7 @@ func TestTimeoutIsTryAgainLater(t *testing.T) {
 	defer srv.Close()
 	defer close(release)
 	conf := []byte(`{"cniVersion":"1.1.0","name":"n","ipam":{"ipam_unix_socket_path":"` + RunDir + `/s","request_timeout":1}}`)
-	err = process(io.Discard, "").Funcs().Add(cmdArgs(conf))
+	err = process(io.Discard, "").RelayFuncs().Add(cmdArgs(conf))
 	if cniCode(err) != types.ErrTryAgainLater {
 		t.Errorf("ADD against a stuck ipamd: %v: want code 11", err)
 	}
@@ -321,17 +396,17 @@ func TestDel(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := startFakeIPAMD(t)
-			f.answer(api.PathRelease, tt.status, tt.body)
+			f.answer("DEL", tt.status, tt.body)
 			a := cmdArgs(f.conf("1.0.0", ""))
 			// DEL must not depend on the pod identity or on a prevResult it does not use.
 			a.Args = "broken"
 			a.StdinData = []byte(strings.Replace(string(a.StdinData), `"name"`, `"prevResult":{"ips":"x"},"name"`, 1))
-			err := process(io.Discard, "").Funcs().Del(a)
+			err := process(io.Discard, "").RelayFuncs().Del(a)
 			if cniCode(err) != tt.wantCode || (tt.wantCode == 0) != (err == nil) {
 				t.Fatalf("DEL: %v, want code %d", err, tt.wantCode)
 			}
 			var req api.ReleaseRequest
-			if !f.request(t, api.PathRelease, &req) || req.ContainerID != "c1" || req.Interface != "net1" || req.Network.Name != "macvlan-net" {
+			if !f.request(t, "DEL", &req) || req.ContainerID != "c1" || req.Interface != "net1" || req.Network.Name != "macvlan-net" {
 				t.Errorf("release request %+v", req)
 			}
 		})
@@ -359,12 +434,12 @@ func TestCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := startFakeIPAMD(t)
-			f.answer(api.PathCheck, tt.status, tt.body)
+			f.answer("CHECK", tt.status, tt.body)
 			stdin := f.conf("1.0.0", "")
 			if tt.prev != "" {
 				stdin = []byte(strings.Replace(string(stdin), `"name"`, tt.prev+`,"name"`, 1))
 			}
-			err := process(io.Discard, "").Funcs().Check(cmdArgs(stdin))
+			err := process(io.Discard, "").RelayFuncs().Check(cmdArgs(stdin))
 			if cniCode(err) != tt.wantCode || (tt.wantCode == 0) != (err == nil) {
 				t.Fatalf("CHECK: %v, want code %d", err, tt.wantCode)
 			}
@@ -374,15 +449,15 @@ func TestCheck(t *testing.T) {
 
 func TestGC(t *testing.T) {
 	f := startFakeIPAMD(t)
-	f.answer(api.PathGC, 200, api.GCResponse{Released: []string{"10.6.0.9"}})
-	p := process(io.Discard, "").Funcs()
+	f.answer("GC", 200, api.GCResponse{Released: []string{"10.6.0.9"}})
+	p := process(io.Discard, "").RelayFuncs()
 
 	stdin := strings.Replace(string(f.conf("1.1.0", "")), `"name"`, `"cni.dev/valid-attachments":[{"containerID":"c1","ifname":"net1"},{"containerID":"c2","ifname":"eth0"}],"name"`, 1)
-	if err := p.GC(&cni.CmdArgs{StdinData: []byte(stdin)}); err != nil {
+	if err := p.GC(&cni.CmdArgs{Path: "/opt/cni/bin", StdinData: []byte(stdin)}); err != nil {
 		t.Fatalf("GC: %v", err)
 	}
 	var req api.GCRequest
-	if !f.request(t, api.PathGC, &req) {
+	if !f.request(t, "GC", &req) {
 		t.Fatal("GC did not call ipamd")
 	}
 	want := api.GCRequest{Network: api.NetworkConfig{Name: "macvlan-net"}, ValidAttachments: []api.Attachment{{ContainerID: "c1", Interface: "net1"}, {ContainerID: "c2", Interface: "eth0"}}}
@@ -391,9 +466,9 @@ func TestGC(t *testing.T) {
 	}
 
 	g := startFakeIPAMD(t)
-	g.answer(api.PathGC, 200, api.GCResponse{})
-	err := p.GC(&cni.CmdArgs{StdinData: g.conf("1.1.0", "")})
-	if cniCode(err) != types.ErrInvalidNetworkConfig || g.request(t, api.PathGC, &req) {
+	g.answer("GC", 200, api.GCResponse{})
+	err := p.GC(&cni.CmdArgs{Path: "/opt/cni/bin", StdinData: g.conf("1.1.0", "")})
+	if cniCode(err) != types.ErrInvalidNetworkConfig || g.request(t, "GC", &req) {
 		t.Errorf("GC without valid-attachments must fail without releasing anything: %v", err)
 	}
 }
@@ -414,13 +489,13 @@ func TestStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := startFakeIPAMD(t)
-			f.answer(api.PathStatus, tt.status, tt.body)
-			err := process(io.Discard, "").Funcs().Status(&cni.CmdArgs{StdinData: f.conf("1.1.0", `"default_ipv4_ippool":"v4"`)})
+			f.answer("STATUS", tt.status, tt.body)
+			err := process(io.Discard, "").RelayFuncs().Status(&cni.CmdArgs{Path: "/opt/cni/bin", StdinData: f.conf("1.1.0", `"default_ipv4_ippool":"v4"`)})
 			if cniCode(err) != tt.wantCode || (tt.wantCode == 0) != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantMsg)) {
 				t.Fatalf("STATUS: %v, want code %d mentioning %q", err, tt.wantCode, tt.wantMsg)
 			}
 			var req api.StatusRequest
-			if !f.request(t, api.PathStatus, &req) || req.Network.Name != "macvlan-net" || len(req.Network.DefaultIPv4Pools) != 1 {
+			if !f.request(t, "STATUS", &req) || req.Network.Name != "macvlan-net" || len(req.Network.DefaultIPv4Pools) != 1 {
 				t.Errorf("status request %+v", req)
 			}
 		})
@@ -429,11 +504,11 @@ func TestStatus(t *testing.T) {
 
 func TestLogFile(t *testing.T) {
 	f := startFakeIPAMD(t)
-	f.answer(api.PathRelease, 200, api.ReleaseResponse{Released: []string{"10.6.0.7"}})
+	f.answer("DEL", 200, api.ReleaseResponse{Released: []string{"10.6.0.7"}})
 	dir := t.TempDir()
 	t.Setenv(EnvLogDir, dir)
 	stdin := f.conf("1.1.0", `"log_file_path":"`+LogDir+`/sub/cni.log","log_level":"info"`)
-	if err := process(io.Discard, NameSpiderpool).Funcs().Del(cmdArgs(stdin)); err != nil {
+	if err := process(io.Discard, NameSpiderpool).RelayFuncs().Del(cmdArgs(stdin)); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "sub", "cni.log"))

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"golang.org/x/sys/unix"
@@ -26,13 +25,18 @@ const (
 	DefaultTimeout = cni.DefaultTimeout
 )
 
-// Main serves the CNI call this process was started for with the library: it prints
-// an error as CNI error JSON on stdout and exits 1, or returns. Without CNI_COMMAND it
-// prints about and the CNI versions it speaks on stderr.
+// Main serves the CNI call this process was started for with the library, which
+// relays it to ipamd (cni.Plugin.Relay): it prints an error as CNI error JSON on
+// stdout and exits 1, exits with the code of ipamd's answer, or returns. Without
+// CNI_COMMAND it prints about and the CNI versions it speaks on stderr.
 func Main(about string) {
-	err := Process(os.Stdout).Serve(&cni.Call{Getenv: os.Getenv, Stdin: os.Stdin}, about)
+	err := Process(os.Stdout).Relay(&cni.Call{Getenv: os.Getenv, Stdin: os.Stdin}, about)
 	if err == nil {
 		return
+	}
+	var exit *cni.Exit
+	if errors.As(err, &exit) {
+		os.Exit(exit.Code)
 	}
 	var e *types.Error
 	if !errors.As(err, &e) {
@@ -46,9 +50,9 @@ func Main(about string) {
 }
 
 // Process is the plugin as this process runs it, printing to stdout: its log is
-// stderr or a file beneath cni.LogDir opened following no symlink, its ipamd the
-// socket beneath cni.RunDir that the configuration names, reached the same way, and
-// CNI_NETNS is compared with this process's own network namespace.
+// stderr or a file beneath cni.LogDir opened following no symlink, it sends its
+// frames to the socket beneath cni.RunDir that the configuration names, reached the
+// same way, and CNI_NETNS is compared with this process's own network namespace.
 func Process(stdout io.Writer) *cni.Plugin {
 	return &cni.Plugin{
 		Stdout:  stdout,
@@ -56,14 +60,14 @@ func Process(stdout io.Writer) *cni.Plugin {
 		Name:    cni.InstalledName(os.Args[0]),
 		PID:     os.Getpid(),
 		OpenLog: func(rel string) (io.WriteCloser, error) { return logDir().appendTo(rel) },
-		IPAMD:   socketIPAMD,
+		Send:    sendFrame,
 		NetNS:   netnsRelation,
 	}
 }
 
-// socketIPAMD is ipamd on the configured socket.
-func socketIPAMD(socket string, timeout time.Duration) (cni.IPAMD, error) {
-	return api.NewClientDial(func(ctx context.Context) (net.Conn, error) { return dialSocket(ctx, socket) }, timeout), nil
+// sendFrame sends f to ipamd on the configured socket.
+func sendFrame(ctx context.Context, socket string, f *api.Frame) (*api.Answer, error) {
+	return api.NewClientDial(func(ctx context.Context) (net.Conn, error) { return dialSocket(ctx, socket) }, 0).Call(ctx, f)
 }
 
 // netnsRelation stats path against the plugin's own network namespace. A path the

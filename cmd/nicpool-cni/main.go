@@ -1,8 +1,10 @@
 // Command nicpool-cni is the Go CNI IPAM plugin (type "nicpool"). Runtimes exec its
 // front, the small C program installed as nicpool and spiderpool (cniplugin/front),
 // which hands each call to ipamd over its socket and execs nicpool-cni, installed
-// beside it, for whatever it does not serve itself: nicpool-cni then serves the call
-// in full and forwards it to the node's ipamd. Run as `nicpool-cni install --dir=DIR
+// beside it, for whatever it does not serve itself: nicpool-cni then does what ipamd
+// does not (opens log_file_path, parses a configuration of any size, reaches another
+// socket) and sends the node's ipamd the call as the front does, in a frame, with the
+// configuration trimmed to what the verb reads. Run as `nicpool-cni install --dir=DIR
 // NAME...`, it copies itself and the front shipped beside it into a node's CNI bin
 // directory (the ipamd DaemonSet's init container; runtimes never pass arguments to a
 // plugin).

@@ -261,16 +261,17 @@ func (instantIPAMD) Allocate(context.Context, *api.AllocateRequest) (*api.Alloca
 }
 
 // BenchmarkExecAddHandedOff measures one CNI ADD as the runtime makes it, one process
-// per call, when ipamd does not serve it (an ipamd that answers /v1/cni with 404, as
-// one older than the front does): the front's exec, its POST, and the Go plugin's
-// whole call after it (CPU, page faults), the cost of every call before the front.
+// per call, when ipamd hands the front's call back (as it does for a configuration over
+// its bound or naming log_file_path): the front's exec, its POST, and the Go plugin's
+// whole call after it, which sends ipamd the trimmed configuration (CPU, page faults),
+// the cost of every call before the front.
 // With NICPOOL_BENCH_GO_BASELINE naming another build of nicpool-cni, it measures that
 // build (installed beside this checkout's front) and this checkout's back to back in
 // one run, as the sub-benchmarks go=baseline and go=built.
 func BenchmarkExecAddHandedOff(b *testing.B) {
 	baseline := os.Getenv("NICPOOL_BENCH_GO_BASELINE")
 	if baseline == "" {
-		benchmarkAdd(b, binary, http.NotFound)
+		benchmarkAdd(b, binary, handBackFront(b))
 		return
 	}
 	dir := b.TempDir()
@@ -284,13 +285,29 @@ func BenchmarkExecAddHandedOff(b *testing.B) {
 		}
 	}
 	for _, f := range []struct{ name, path string }{{"go=baseline", filepath.Join(dir, install.Front)}, {"go=built", binary}} {
-		b.Run(f.name, func(b *testing.B) { benchmarkAdd(b, f.path, http.NotFound) })
+		b.Run(f.name, func(b *testing.B) { benchmarkAdd(b, f.path, handBackFront(b)) })
+	}
+}
+
+// handBackFront hands back the front's frame, whose configuration is the runtime's
+// (it names the main plugin's "master"), and serves nicpool-cni's, which carries only
+// what ADD reads.
+func handBackFront(b *testing.B) http.HandlerFunc {
+	serve := serveAdd(b)
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte(`"master"`)) {
+			http.Error(w, "handed back", api.StatusHandBack)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		serve(w, r)
 	}
 }
 
 // benchmarkAdd runs one CNI ADD per iteration, as the runtime makes it, against a
-// stand-in ipamd that answers at once: cni serves the front's POST /v1/cni, any other
-// path is an allocation (the Go plugin's request). Whatever the plugin costs per pod
+// stand-in ipamd that answers at once: cni serves POST /v1/cni, any other path is an
+// allocation (the JSON request of an earlier build of nicpool-cni). Whatever the plugin costs per pod
 // interface is CPU the pods' other work does not get on a busy node. CNI_NETNS names
 // a file that exists, as a sandbox's namespace does on a node, so that ADD checks it
 // as there. It asserts only that each ADD printed its address.

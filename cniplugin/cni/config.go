@@ -66,6 +66,46 @@ type Config struct {
 	// HasValidAttachments tells an empty list (release everything) from a missing one.
 	ValidAttachments    []types.GCAttachment
 	HasValidAttachments bool
+	// ipamType is the ipam section's type (nicpool, or spiderpool).
+	ipamType string
+}
+
+// Trimmed is the configuration nicpool-cni sends ipamd for verb: the keys the verb
+// reads, as this configuration says them, and nothing else (no log_file_path, no
+// socket, no key the plugin ignores), so that ipamd, which parses at most
+// api.MaxConfig of a tenant's document, runs the call as it would run the whole
+// configuration. prevResult, for CHECK, is the result as parsed and written again
+// (prev, from PrevResult), without what the result types do not hold.
+func (c *Config) Trimmed(verb string, prev types.Result) (*api.Conf, error) {
+	t := &api.Conf{CNIVersion: c.CNIVersion, Name: c.Network, IPAM: api.ConfIPAM{
+		Type:           c.ipamType,
+		RequestTimeout: c.Timeout.String(),
+		LogLevel:       strings.ToLower(c.LogLevel.String()),
+	}}
+	if t.IPAM.Type == "" {
+		t.IPAM.Type = Name
+	}
+	switch verb {
+	case "ADD", "STATUS":
+		t.IPAM.DefaultIPv4Pools, t.IPAM.DefaultIPv6Pools, t.IPAM.CleanGateway = c.DefaultIPv4Pools, c.DefaultIPv6Pools, c.CleanGateway
+	case "CHECK":
+		if prev != nil {
+			raw, err := json.Marshal(prev)
+			if err != nil {
+				return nil, types.NewError(types.ErrDecodingFailure, "CHECK: prevResult: pass the result of ADD unchanged", err.Error())
+			}
+			t.Type, t.PrevResult = c.prevType, raw
+		}
+	case "GC":
+		if c.HasValidAttachments {
+			valid := make([]api.ConfAttachment, len(c.ValidAttachments))
+			for i, a := range c.ValidAttachments {
+				valid[i] = api.ConfAttachment{ContainerID: a.ContainerID, IfName: a.IfName}
+			}
+			t.ValidAttachments = &valid
+		}
+	}
+	return t, nil
 }
 
 // NetworkConfig is what ipamd is told about the network.
@@ -305,6 +345,7 @@ func ParseConfig(stdin []byte) (*Config, error) {
 	if present(n.PrevResult) {
 		c.prevRaw, c.prevType, c.prevVersion = n.PrevResult, n.Type, n.CNIVersion
 	}
+	c.ipamType = ipam.Type
 	switch {
 	case validAttachments != nil:
 		c.ValidAttachments, c.HasValidAttachments = validAttachments, true

@@ -1,6 +1,7 @@
 package cni
 
 import (
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"slices"
@@ -274,4 +275,68 @@ func cniCode(err error) uint {
 		return e.Code
 	}
 	return 0
+}
+
+// What nicpool-cni sends ipamd for a verb (Trimmed, written as api.Conf) parses to the
+// configuration the verb reads from the whole document: the same network, version,
+// timeout, level, pools and gateway for ADD and STATUS, the same prevResult for CHECK,
+// the same valid attachments for GC; and it holds neither the log file, nor the
+// socket, nor any key the plugin does not read.
+func TestTrimmedConfigParsesAsTheOriginal(t *testing.T) {
+	whole := `{"cniVersion":"1.1.0","name":"net1","type":"macvlan","master":"eth0","dns":{"nameservers":["10.0.0.10"]},` +
+		`"ipam":{"type":"spiderpool","ipam_unix_socket_path":"/run/nicpool/other.sock","log_file_path":"/var/log/nicpool/net1/cni.log","log_level":"debug",` +
+		`"request_timeout":"45s","default_ipv4_ippool":["a","b"],"default_ipv6_ippool":"c","clean_gateway":true,"padding":"` + strings.Repeat("x", 100<<10) + `"},` +
+		`"prevResult":{"cniVersion":"1.1.0","ips":[{"address":"10.6.0.7/16","gateway":"10.6.0.1"}],"unknown":"` + strings.Repeat("y", 100<<10) + `"},` +
+		`"cni.dev/valid-attachments":[{"containerID":"c1","ifname":"net1"},{"containerID":"c2","ifname":"eth0"}]}`
+	for _, verb := range []string{"ADD", "DEL", "CHECK", "GC", "STATUS"} {
+		t.Run(verb, func(t *testing.T) {
+			c, err := ParseConfig([]byte(whole))
+			if err != nil {
+				t.Fatal(err)
+			}
+			prev, err := c.PrevResult()
+			if err != nil {
+				t.Fatal(err)
+			}
+			conf, err := c.Trimmed(verb, prev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := json.Marshal(conf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(raw) > 1024 || strings.Contains(string(raw), "log_file_path") || strings.Contains(string(raw), "socket") || strings.Contains(string(raw), "master") {
+				t.Fatalf("trimmed for %s: %d bytes: %.300s", verb, len(raw), raw)
+			}
+			got, err := ParseConfig(raw)
+			if err != nil {
+				t.Fatalf("the trimmed configuration does not parse: %v: %s", err, raw)
+			}
+			if got.Network != "net1" || got.CNIVersion != "1.1.0" || got.Timeout != 45*time.Second || got.LogLevel != slog.LevelDebug ||
+				got.SocketPath != api.DefaultSocketPath || got.LogFile != "" || got.Refused != nil {
+				t.Errorf("trimmed for %s parses as %+v", verb, got)
+			}
+			pools := verb == "ADD" || verb == "STATUS"
+			if pools != (slices.Equal(got.DefaultIPv4Pools, []string{"a", "b"}) && slices.Equal(got.DefaultIPv6Pools, []string{"c"}) && got.CleanGateway) {
+				t.Errorf("trimmed for %s: pools %v %v, clean gateway %v", verb, got.DefaultIPv4Pools, got.DefaultIPv6Pools, got.CleanGateway)
+			}
+			if (verb == "GC") != (got.HasValidAttachments && len(got.ValidAttachments) == 2 && got.ValidAttachments[1].ContainerID == "c2" && got.ValidAttachments[1].IfName == "eth0") {
+				t.Errorf("trimmed for %s: valid attachments %v", verb, got.ValidAttachments)
+			}
+			gotPrev, err := got.PrevResult()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if verb == "CHECK" {
+				want, _ := ReservationFromResult(prev, "net1")
+				have, err := ReservationFromResult(gotPrev, "net1")
+				if err != nil || !have.Equal(want) || len(have) != 1 {
+					t.Errorf("trimmed prevResult holds %v (%v), want %v", have, err, want)
+				}
+			} else if gotPrev != nil {
+				t.Errorf("trimmed for %s carries prevResult", verb)
+			}
+		})
+	}
 }

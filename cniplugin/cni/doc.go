@@ -1,18 +1,22 @@
 // Package cni is the logic of nicpool's CNI IPAM plugin, as a library: it turns each
-// CNI verb (ADD, DEL, CHECK, GC, STATUS) into one call to ipamd (the IPAMD interface)
-// and ipamd's answer into a CNI result or a CNI error, after the checks skel makes of
-// every CNI call (Serve; TestServeAnswersAsSkel holds them to skel's).
+// CNI verb (ADD, DEL, CHECK, GC, STATUS) into one call to ipamd's service (the IPAMD
+// interface) and its answer into a CNI result or a CNI error, after the checks skel
+// makes of every CNI call (Serve; TestServeAnswersAsSkel holds them to skel's).
 //
-// Two callers run it, as multus's shim and daemon both run its pkg/multus:
+// Two callers run it, as multus's shim and daemon both run its pkg/multus, and every
+// call reaches ipamd one way, as a frame (ipamd/api) on its socket:
 //
+//   - ipamd (ipamd/server), for every frame: the frame gives the environment, stdin,
+//     the caller's name, pid and its finding about CNI_NETNS; ipamd's own service is
+//     the IPAMD, and the answer is what the plugin printed (Serve).
 //   - nicpool-cni's process (package cniplugin, cmd/nicpool-cni), for a call the
 //     front hands off or a runtime makes of it directly, with its own stdout, stderr,
-//     environment and network namespace, and ipamd reached on its socket
-//     (*api.Client);
-//   - ipamd (ipamd/server), for a call of the front: the front's frame gives the
-//     environment, stdin, its name, pid and its finding about CNI_NETNS; ipamd's own
-//     service is the IPAMD, with no socket or JSON between them, and the answer is
-//     what the plugin printed.
+//     environment and network namespace (Relay): it makes the same checks, does what
+//     ipamd does not (opens log_file_path, parses a configuration of any size,
+//     reaches the socket the configuration names), and sends ipamd the call with the
+//     configuration trimmed to the keys the verb reads (Config.Trimmed); ipamd's
+//     answer is printed, its log lines written to the log. DEL's wait for an
+//     unreachable ipamd is the relay's.
 //
 // Everything a call needs from where it runs is a field of Plugin; the library itself
 // reaches no process (the layering test holds it to that), so the same code answers

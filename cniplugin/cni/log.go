@@ -32,12 +32,13 @@ func LogHandlerOptions(level slog.Leveler) *slog.HandlerOptions {
 	}}
 }
 
-// openLog returns the logger the config asks for and a function that closes its file.
+// openLog returns the logger the config asks for, the writer it writes to, and a
+// function that closes its file.
 // A log file refused by the path rules (a *RefusedPath from OpenLog) is a CNI error
 // naming log_file_path, returned with a logger to Stderr; a *HandOff from OpenLog ends
 // the call; a file that cannot be opened for another reason (a full or read-only disk)
 // must not fail the CNI call, so the plugin logs to Stderr, which runtimes capture.
-func (p *Plugin) openLog(c *Config, plugin string) (*slog.Logger, func(), error) {
+func (p *Plugin) openLog(c *Config, plugin string) (*slog.Logger, io.Writer, func(), error) {
 	w := p.Stderr
 	if w == nil {
 		w = io.Discard
@@ -51,7 +52,7 @@ func (p *Plugin) openLog(c *Config, plugin string) (*slog.Logger, func(), error)
 		var h *HandOff
 		switch {
 		case errors.As(err, &h):
-			return nil, closeFn, h
+			return nil, nil, closeFn, h
 		case errors.As(err, &r):
 			refused = invalidConfig("ipam.log_file_path", fmt.Sprintf("%v: give a regular file beneath %s, or leave the key out to log to stderr", r, LogDir))
 		case err != nil:
@@ -64,5 +65,5 @@ func (p *Plugin) openLog(c *Config, plugin string) (*slog.Logger, func(), error)
 	if openErr != nil {
 		log.Warn("logging to stderr: cannot open log_file_path", "error", openErr.Error())
 	}
-	return log, closeFn, refused
+	return log, w, closeFn, refused
 }

@@ -37,11 +37,13 @@ const DelWait = 5 * time.Second
 const delRetryInterval = 200 * time.Millisecond
 
 // Plugin serves the CNI verbs of one call. Everything it needs from where it runs is
-// one of its fields, so that the same code serves a call in nicpool-cni's own process
+// one of its fields, so that the same code takes a call in nicpool-cni's own process
 // (cniplugin.Process fills them from the process: os.Stdout, a log file opened
-// following no symlink, ipamd's socket) and inside ipamd for a call of the front
-// (ipamd/server fills them from the front's frame: buffers it answers, ipamd's own
-// service). No field says which: a dependency that cannot serve a call the way the
+// following no symlink, ipamd's socket) and inside ipamd for a frame (ipamd/server
+// fills them from the frame: buffers it answers, ipamd's own service). ipamd answers
+// the call with its service (Serve, IPAMD); nicpool-cni does what the call needs of
+// its process and sends ipamd the rest as a frame (Relay, Send), so that every call
+// reaches ipamd the one way. A dependency that cannot serve a call the way the
 // plugin's own process would answers a *HandOff, and the call ends with it.
 type Plugin struct {
 	// Stdout receives the result of ADD and the answer to VERSION; Stderr the usage,
@@ -59,17 +61,23 @@ type Plugin struct {
 	// LogDir, within the bounds of ShallowLogPath. A *RefusedPath refuses the key;
 	// another error logs to Stderr instead.
 	OpenLog func(rel string) (io.WriteCloser, error)
-	// IPAMD reaches ipamd at socket, the configuration's ipam_unix_socket_path (empty
-	// when the key is refused; DEL then asks nothing), each call bounded by timeout.
-	IPAMD func(socket string, timeout time.Duration) (IPAMD, error)
+	// IPAMD is ipamd's service for a call Serve answers, reached at socket, the
+	// configuration's ipam_unix_socket_path (ipamd hands off any other than its own,
+	// an empty one included). Each call is bounded by its context.
+	IPAMD func(socket string) (IPAMD, error)
+	// Send carries a call Relay sends to ipamd at socket, the configuration's
+	// ipam_unix_socket_path, as a frame within ctx, and returns ipamd's answer: an
+	// error wrapping api.ErrUnreachable when the whole answer did not come, an
+	// *api.HandBack when ipamd declined the call.
+	Send func(ctx context.Context, socket string, f *api.Frame) (*api.Answer, error)
 	// NetNS tells how CNI_NETNS relates to the plugin's own network namespace: one
 	// of api.NetNSSame, api.NetNSOther, api.NetNSNoSelf, or "" for no path. ADD and
 	// DEL fail when it is the same (CNI_NETNS_OVERRIDE aside), as skel's do.
 	NetNS func(path string) string
 }
 
-// IPAMD is what the plugin asks for addresses: ipamd on its socket (*api.Client), or
-// ipamd's own service when ipamd serves a call of the front.
+// IPAMD is what the plugin asks for addresses when it answers a call: ipamd's own
+// service, when ipamd serves a frame.
 type IPAMD interface {
 	Allocate(context.Context, *api.AllocateRequest) (*api.AllocateResponse, error)
 	Release(context.Context, *api.ReleaseRequest) (*api.ReleaseResponse, error)
@@ -123,7 +131,9 @@ type call struct {
 	client IPAMD
 	ctx    context.Context
 	log    *slog.Logger
-	clock  Clock
+	// logw is where log writes: stderr or the log file.
+	logw  io.Writer
+	clock Clock
 }
 
 // begin refuses, before touching any file, a configuration with a key the plugin will
@@ -147,7 +157,7 @@ func (p *Plugin) begin(verb string, args *CmdArgs) (*call, func(), error) {
 	if name == "" {
 		name = Name
 	}
-	log, closeLog, err := p.openLog(conf, name)
+	log, logw, closeLog, err := p.openLog(conf, name)
 	var refusedLog *types.Error
 	if errors.As(err, &refusedLog) && lenient {
 		err = nil
@@ -155,10 +165,12 @@ func (p *Plugin) begin(verb string, args *CmdArgs) (*call, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err := p.IPAMD(conf.SocketPath, conf.Timeout)
-	if err != nil {
-		closeLog()
-		return nil, nil, err
+	var client IPAMD
+	if p.IPAMD != nil {
+		if client, err = p.IPAMD(conf.SocketPath); err != nil {
+			closeLog()
+			return nil, nil, err
+		}
 	}
 	log = log.With("verb", verb, "network", conf.Network)
 	if args.ContainerID != "" {
@@ -174,7 +186,7 @@ func (p *Plugin) begin(verb string, args *CmdArgs) (*call, func(), error) {
 		base = context.Background()
 	}
 	ctx, cancel := context.WithTimeout(base, conf.Timeout)
-	c := &call{conf: conf, client: client, ctx: ctx, log: log, clock: p.clock()}
+	c := &call{conf: conf, client: client, ctx: ctx, log: log, logw: logw, clock: p.clock()}
 	return c, func() { cancel(); closeLog() }, nil
 }
 
@@ -195,12 +207,9 @@ func (p *Plugin) Add(args *CmdArgs) error {
 		return err
 	}
 	defer done()
-	pod, err := ParseArgs(args.Args)
-	if err == nil {
-		err = pod.requirePod()
-	}
+	pod, err := addPod(args)
 	if err != nil {
-		return types.NewError(types.ErrInvalidEnvironmentVariables, err.Error(), "")
+		return err
 	}
 	log := c.log.With("pod", pod.Pod.Namespace+"/"+pod.Pod.Name)
 	resp, err := c.client.Allocate(c.ctx, &api.AllocateRequest{
@@ -231,6 +240,18 @@ func (p *Plugin) Add(args *CmdArgs) error {
 	return Print(p.Stdout, result, c.conf.CNIVersion)
 }
 
+// addPod is the pod an ADD is for, from CNI_ARGS.
+func addPod(args *CmdArgs) (PodArgs, error) {
+	pod, err := ParseArgs(args.Args)
+	if err == nil {
+		err = pod.requirePod()
+	}
+	if err != nil {
+		return pod, types.NewError(types.ErrInvalidEnvironmentVariables, err.Error(), "")
+	}
+	return pod, nil
+}
+
 // Del releases the interface's addresses; what ipamd does not know is released.
 func (p *Plugin) Del(args *CmdArgs) error {
 	c, done, err := p.begin("DEL", args)
@@ -246,22 +267,12 @@ func (p *Plugin) Del(args *CmdArgs) error {
 	if pod.Pod.Name != "" {
 		log = log.With("pod", pod.Pod.Namespace+"/"+pod.Pod.Name)
 	}
-	if c.conf.SocketPath == "" {
-		log.Warn("not released: ipam_unix_socket_path is refused; the garbage collector releases the addresses once the pod is deleted")
-		return nil
-	}
-	resp, err := c.releaseWaiting(&api.ReleaseRequest{
+	resp, err := c.client.Release(c.ctx, &api.ReleaseRequest{
 		Attachment: attachment(args, pod),
 		Pod:        pod.Pod,
 		Network:    c.conf.NetworkConfig(),
 	})
-	switch {
-	case errors.Is(err, api.ErrUnreachable):
-		// The pod goes without ipamd: its addresses stay recorded until the garbage
-		// collector sees the pod deleted (a StatefulSet pod that returns keeps them).
-		log.Warn("not released: ipamd is unreachable; the garbage collector releases the addresses once the pod is deleted", "error", err.Error())
-		return nil
-	case err != nil:
+	if err != nil {
 		log.Error("release failed", "error", err)
 		return fromIPAMD("DEL", c.conf.SocketPath, err)
 	}
@@ -269,27 +280,12 @@ func (p *Plugin) Del(args *CmdArgs) error {
 	return nil
 }
 
-// releaseWaiting asks ipamd to release, trying again while ipamd is unreachable, for
-// up to DelWait (or the request timeout when shorter) in all: an ipamd that accepts
-// and does not answer (stopped, deadlocked) is unreachable once that wait is over,
-// so that DEL ends within the kubelet's bound whatever request_timeout says.
-func (c *call) releaseWaiting(req *api.ReleaseRequest) (*api.ReleaseResponse, error) {
-	deadline := c.clock.Now().Add(min(DelWait, c.conf.Timeout))
-	ctx, cancel := context.WithDeadline(c.ctx, deadline)
-	defer cancel()
-	for {
-		resp, err := c.client.Release(ctx, req)
-		var refused *RefusedPath
-		if !errors.Is(err, api.ErrUnreachable) || errors.As(err, &refused) || time.Until(deadline) < delRetryInterval {
-			return resp, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-c.clock.After(delRetryInterval):
-		}
-	}
-}
+// What DEL logs when it lets a pod go without ipamd's release.
+const (
+	notReleasedRefused     = "not released: ipam_unix_socket_path is refused; the garbage collector releases the addresses once the pod is deleted"
+	notReleasedUnreachable = "not released: ipamd is unreachable; the garbage collector releases the addresses once the pod is deleted"
+	notReleasedDeclined    = "not released: ipamd declined the call; the garbage collector releases the addresses once the pod is deleted"
+)
 
 // Check fails unless ipamd holds exactly the addresses of prevResult.
 func (p *Plugin) Check(args *CmdArgs) error {
@@ -298,16 +294,9 @@ func (p *Plugin) Check(args *CmdArgs) error {
 		return err
 	}
 	defer done()
-	prev, err := c.conf.PrevResult()
+	_, want, err := checkPrev(c.conf, args)
 	if err != nil {
 		return err
-	}
-	if prev == nil {
-		return invalidConfig("prevResult", "CHECK needs the result of ADD: the runtime must pass it as prevResult")
-	}
-	want, err := ReservationFromResult(prev, args.IfName)
-	if err != nil {
-		return types.NewError(types.ErrDecodingFailure, "CHECK: prevResult: pass the result of ADD unchanged", err.Error())
 	}
 	pod, _ := ParseArgs(args.Args)
 	resp, err := c.client.Check(c.ctx, &api.CheckRequest{
@@ -337,6 +326,23 @@ func (p *Plugin) Check(args *CmdArgs) error {
 	return nil
 }
 
+// checkPrev is what CHECK compares ipamd's reservation with: prevResult, and the
+// interface's addresses in it.
+func checkPrev(conf *Config, args *CmdArgs) (types.Result, Reservation, error) {
+	prev, err := conf.PrevResult()
+	if err != nil {
+		return nil, nil, err
+	}
+	if prev == nil {
+		return nil, nil, invalidConfig("prevResult", "CHECK needs the result of ADD: the runtime must pass it as prevResult")
+	}
+	want, err := ReservationFromResult(prev, args.IfName)
+	if err != nil {
+		return nil, nil, types.NewError(types.ErrDecodingFailure, "CHECK: prevResult: pass the result of ADD unchanged", err.Error())
+	}
+	return prev, want, nil
+}
+
 func reservationMissing(args *CmdArgs, want Reservation, why string) error {
 	return types.NewError(CodeReservationMissing,
 		fmt.Sprintf("CHECK: interface %s of container %s has no reservation in ipamd (it was configured with %s): delete and re-create the pod sandbox", args.IfName, args.ContainerID, want),
@@ -350,9 +356,8 @@ func (p *Plugin) GC(args *CmdArgs) error {
 		return err
 	}
 	defer done()
-	if !c.conf.HasValidAttachments {
-		// Without the list every reservation of the network would look stale.
-		return invalidConfig("cni.dev/valid-attachments", "GC needs the list of valid attachments; refusing to release every reservation of the network")
+	if err := gcValid(c.conf); err != nil {
+		return err
 	}
 	valid := make([]api.Attachment, len(c.conf.ValidAttachments))
 	for i, a := range c.conf.ValidAttachments {
@@ -367,6 +372,15 @@ func (p *Plugin) GC(args *CmdArgs) error {
 	return nil
 }
 
+// gcValid refuses a GC without the list of valid attachments: without it every
+// reservation of the network would look stale.
+func gcValid(conf *Config) error {
+	if !conf.HasValidAttachments {
+		return invalidConfig("cni.dev/valid-attachments", "GC needs the list of valid attachments; refusing to release every reservation of the network")
+	}
+	return nil
+}
+
 // Status fails with code 50 when ADD cannot succeed.
 func (p *Plugin) Status(args *CmdArgs) error {
 	c, done, err := p.begin("STATUS", args)
@@ -376,11 +390,7 @@ func (p *Plugin) Status(args *CmdArgs) error {
 	defer done()
 	resp, err := c.client.Status(c.ctx, &api.StatusRequest{Network: c.conf.NetworkConfig()})
 	if err != nil {
-		e := fromIPAMD("STATUS", c.conf.SocketPath, err)
-		if e.Code == types.ErrInvalidNetworkConfig {
-			return e
-		}
-		return types.NewError(types.ErrPluginNotAvailable, e.Msg, e.Details)
+		return statusError(fromIPAMD("STATUS", c.conf.SocketPath, err))
 	}
 	if !resp.Ready {
 		msg := resp.Message
@@ -391,6 +401,15 @@ func (p *Plugin) Status(args *CmdArgs) error {
 			fmt.Sprintf("STATUS: network %s cannot serve ADD: %s: free addresses or add a pool", c.conf.Network, msg), "")
 	}
 	return nil
+}
+
+// statusError is STATUS's failure: code 50 (plugin not available) unless the
+// configuration is at fault.
+func statusError(e *types.Error) *types.Error {
+	if e.Code == types.ErrInvalidNetworkConfig {
+		return e
+	}
+	return types.NewError(types.ErrPluginNotAvailable, e.Msg, e.Details)
 }
 
 // Print writes result to w in the CNI version the config asked for, as

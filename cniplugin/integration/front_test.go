@@ -113,10 +113,44 @@ func TestFrontServesThroughIPAMD(t *testing.T) {
 		}
 	})
 
-	// With nicpool-cni back, what was handed off works.
-	q := newPod(t, "front-c", nil)
-	large := newNetwork(t, "front-net", "1.1.0", map[string]any{"default_ipv4_ippool": []string{"front-pool"}, "padding": strings.Repeat("x", 1<<20)})
-	addressOf(t, large.mustAdd(t, q))
+	// With nicpool-cni back, what was handed off works, and still through ipamd:
+	// nicpool-cni opens the log and parses the whole configuration itself, then sends
+	// ipamd a frame of what the verb reads, which ipamd serves (one protocol). ipamd
+	// hands back the first network's calls (log_file_path); the front hands the
+	// second's to nicpool-cni without asking ipamd (over 64 KiB).
+	for i, c := range []struct {
+		what     string
+		keys     map[string]any
+		handBack float64
+	}{
+		{"log_file_path", map[string]any{"log_file_path": cniplugin.LogDir + "/handed/back.log"}, 1},
+		{"log_file_path and a configuration over 1 MiB", map[string]any{"log_file_path": cniplugin.LogDir + "/handed/large.log", "padding": strings.Repeat("x", 1<<20)}, 0},
+	} {
+		q := newPod(t, fmt.Sprintf("front-c%d", i), nil)
+		c.keys["default_ipv4_ippool"] = []string{"front-pool"}
+		nw := newNetwork(t, "front-net", "1.1.0", c.keys)
+		served, logFile := cniCalls(t, "ADD", metrics.CNIServed), cniCalls(t, "ADD", cni.HandOffLogFile)
+		addr := addressOf(t, nw.mustAdd(t, q)).Addr().String()
+		if a := allocations(t, "front-pool")[addr]; a.PodUID != string(q.obj.UID) || a.Interface != podInterface {
+			t.Errorf("%s: front-pool records %s as %+v, want pod %s's %s", c.what, addr, a, q.obj.Name, podInterface)
+		}
+		if got := cniCalls(t, "ADD", cni.HandOffLogFile) - logFile; got != c.handBack {
+			t.Errorf("%s: nicpool_ipamd_cni_calls_total{verb=ADD,result=log_file} grew by %v, want %v (the front's call)", c.what, got, c.handBack)
+		}
+		if got := cniCalls(t, "ADD", metrics.CNIServed) - served; got != 1 {
+			t.Errorf("%s: nicpool_ipamd_cni_calls_total{verb=ADD,result=served} grew by %v, want 1 (nicpool-cni's frame)", c.what, got)
+		}
+		logPath := filepath.Join(suite.logDir, strings.TrimPrefix(c.keys["log_file_path"].(string), cniplugin.LogDir))
+		if log, err := os.ReadFile(logPath); err != nil || !bytes.Contains(log, []byte(`"msg":"allocated"`)) || !bytes.Contains(log, []byte(addr)) {
+			t.Errorf("%s: the log: %v\n%s\nwant ipamd's line saying it allocated %s", c.what, err, log, addr)
+		}
+		if err := nw.del(q); err != nil {
+			t.Errorf("%s: DEL: %v", c.what, err)
+		}
+		if a, ok := allocations(t, "front-pool")[addr]; ok {
+			t.Errorf("%s: front-pool still records %s for %+v after DEL", c.what, addr, a)
+		}
+	}
 	if _, err := suite.cni.GetVersionInfo(context.Background(), "nicpool"); err != nil {
 		t.Errorf("VERSION: %v", err)
 	}

@@ -416,15 +416,31 @@ func copyFile(from, to string, mode os.FileMode) error {
 // Kill sends sig to every process of the node whose executable is named exe (the
 // process of a container, e.g. nicpool-ipamd) and returns how many it signalled.
 func (n *Node) Kill(exe string, sig syscall.Signal) (int, error) {
-	init := n.initPid()
-	if init == 0 {
-		return 0, fmt.Errorf("node %s is not running", n.cfg.Name)
-	}
-	entries, err := os.ReadDir("/proc")
+	pids, err := n.Pids(exe)
 	if err != nil {
 		return 0, err
 	}
 	var killed int
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, sig); err == nil {
+			killed++
+		}
+	}
+	return killed, nil
+}
+
+// Pids lists the processes of the node whose executable is named exe, as this host
+// numbers them.
+func (n *Node) Pids(exe string) ([]int, error) {
+	init := n.initPid()
+	if init == 0 {
+		return nil, fmt.Errorf("node %s is not running", n.cfg.Name)
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
 	for _, e := range entries {
 		var pid int
 		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
@@ -434,11 +450,9 @@ func (n *Node) Kill(exe string, sig syscall.Signal) (int, error) {
 		if err != nil || filepath.Base(path) != exe || !descendantOf(pid, init) {
 			continue
 		}
-		if err := syscall.Kill(pid, sig); err == nil {
-			killed++
-		}
+		pids = append(pids, pid)
 	}
-	return killed, nil
+	return pids, nil
 }
 
 func descendantOf(pid, ancestor int) bool {

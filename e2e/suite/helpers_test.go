@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -47,6 +46,18 @@ func newNamespace(ctx context.Context, prefix string) string {
 		Expect(client.IgnoreNotFound(stack.Client.Delete(ctx, ns))).To(Succeed())
 	})
 	return ns.Name
+}
+
+// deleteAllPods deletes every pod of namespace and waits until none is left: each
+// pod's CNI DEL has run and the kubelet (or stand-in) let it go.
+func deleteAllPods(ctx context.Context, namespace string) {
+	GinkgoHelper()
+	Expect(stack.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(namespace))).To(Succeed())
+	Eventually(func(g Gomega) {
+		all := &corev1.PodList{}
+		g.Expect(stack.Client.List(ctx, all, client.InNamespace(namespace))).To(Succeed())
+		g.Expect(all.Items).To(BeEmpty())
+	}).WithContext(ctx).Should(Succeed())
 }
 
 // podsOf lists the live pods of namespace matching labels.
@@ -101,29 +112,8 @@ func isReady(p *corev1.Pod) bool {
 // namespace: what the pod's processes would see.
 func interfaceAddrs(pod *corev1.Pod) map[string][]netip.Addr {
 	GinkgoHelper()
-	path, ok := stack.Sandbox(pod.Namespace, pod.Name)
-	Expect(ok).To(BeTrue(), "pod %s/%s has no sandbox on its node", pod.Namespace, pod.Name)
-	out := map[string][]netip.Addr{}
-	Expect(ns.WithNetNSPath(path, func(ns.NetNS) error {
-		links, err := netlink.LinkList()
-		if err != nil {
-			return err
-		}
-		for _, l := range links {
-			addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
-			if err != nil {
-				return err
-			}
-			for _, a := range addrs {
-				ip, _ := netip.AddrFromSlice(a.IP)
-				ip = ip.Unmap()
-				if ip.IsGlobalUnicast() {
-					out[l.Attrs().Name] = append(out[l.Attrs().Name], ip)
-				}
-			}
-		}
-		return nil
-	})).To(Succeed())
+	out, err := stack.PodAddrs(pod.Namespace, pod.Name)
+	Expect(err).NotTo(HaveOccurred())
 	return out
 }
 

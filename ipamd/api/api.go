@@ -1,24 +1,24 @@
-// Package api is the contract between the CNI plugin and ipamd: JSON request and
-// response types exchanged over HTTP on ipamd's unix socket, and a small client. It
-// imports nothing heavier than net, so the plugin binary stays small and starts fast.
+// Package api is the contract between the CNI plugin and ipamd: one protocol, a CNI
+// call carried whole in a frame (frame.go) over HTTP on ipamd's unix socket, answered
+// with what the plugin prints; the types of ipamd's verbs, which the plugin's library
+// (cniplugin/cni) asks ipamd's service for when ipamd runs it on a frame; and a small
+// client (client.go). It imports nothing heavier than net, so the plugin binary stays
+// small and starts fast.
 //
-// Every endpoint takes a POST with a JSON body and answers 200 with the response type,
-// or a non-200 status with an Error body that carries a CNI error code.
+//	POST /v1/cni   a Frame: one CNI call (CNI_* variables, stdin, the caller's name,
+//	               pid and netns relation)
+//	               → 200, the plugin's stdout and stderr, HeaderExit and HeaderStdout;
+//	                 StatusHandBack (421) when ipamd does not run the call
+//	GET  /healthz  → 200 "ok"
 //
-//	POST /v1/allocate  AllocateRequest  → AllocateResponse   (CNI ADD)
-//	POST /v1/release   ReleaseRequest   → ReleaseResponse    (CNI DEL)
-//	POST /v1/check     CheckRequest     → CheckResponse      (CNI CHECK)
-//	POST /v1/gc        GCRequest        → GCResponse         (CNI GC)
-//	POST /v1/status    StatusRequest    → StatusResponse     (CNI STATUS)
-//	POST /v1/cni       a call of the plugin's front, a Frame (frame.go)
-//	                   → 200, the plugin's stdout and stderr, HeaderExit and HeaderStdout;
-//	                     StatusHandBack (421) when nicpool-cni must run the call
-//	GET  /healthz                       → 200 "ok"
-//
-// A request may say how long its caller waits for the answer in the header
-// HeaderTimeout (whole milliseconds). ipamd answers CNI code 11 (try again later) to
-// a request whose turn did not come in time, before the caller gives up, and does
-// nothing for it.
+// Three callers send frames: the front (cniplugin/front/nicpool.c) the call as the
+// runtime made it; nicpool-cni, for a call the front handed it or ipamd handed back,
+// the call with a configuration of only the keys the verb reads (Conf), once it has
+// done itself what ipamd does not (open log_file_path, parse a configuration over
+// MaxConfig, reach another socket); and Client's verbs, for nicpool's tools and tests.
+// ipamd answers a call whose turn did not come within the configuration's
+// request_timeout with CNI code 11 (try again later), before its caller gives up, and
+// does nothing for it.
 package api
 
 // DefaultSocketPath is where ipamd listens unless configured otherwise.
@@ -26,13 +26,8 @@ const DefaultSocketPath = "/run/nicpool/ipamd.sock"
 
 // Endpoint paths.
 const (
-	PathAllocate = "/v1/allocate"
-	PathRelease  = "/v1/release"
-	PathCheck    = "/v1/check"
-	PathGC       = "/v1/gc"
-	PathStatus   = "/v1/status"
-	PathCNI      = "/v1/cni"
-	PathHealthz  = "/healthz"
+	PathCNI     = "/v1/cni"
+	PathHealthz = "/healthz"
 )
 
 // The headers of PathCNI's answer: the plugin's exit code, and how many bytes of the
@@ -52,19 +47,12 @@ const (
 	// MaxValue bounds one CNI_* variable of a call of the front.
 	MaxValue = 16 << 10
 	// MaxCall bounds what one CNI call carries: its configuration and its CNI_*
-	// variables. Both requests on the socket are bounded by it.
+	// variables.
 	MaxCall = MaxConfig + len(FrameEnv)*MaxValue
 	// MaxFrame bounds the body of a POST to PathCNI: MaxCall, and room for the
 	// front's name, pid, netns relation and the netstrings' lengths.
 	MaxFrame = MaxCall + 4096
-	// MaxRequest bounds the body of a POST to the JSON verbs: what the parsed call
-	// makes of one within MaxCall.
-	MaxRequest = MaxCall
 )
-
-// HeaderTimeout is the request header saying how long, in milliseconds, the caller
-// waits for the answer.
-const HeaderTimeout = "Nicpool-Timeout-Ms"
 
 // Pod identifies the pod of a CNI call, from CNI_ARGS.
 type Pod struct {
@@ -92,6 +80,10 @@ type NetworkConfig struct {
 	// CleanGateway drops the default route unless the pod's selection decides.
 	CleanGateway bool `json:"cleanGateway,omitempty"`
 }
+
+// The verbs' requests and answers below are what the plugin's library asks ipamd's
+// service (cniplugin/cni's IPAMD) when ipamd runs it on a frame: in-process types,
+// never on the socket.
 
 // AllocateRequest asks for the addresses of one (pod, interface).
 type AllocateRequest struct {
@@ -201,7 +193,8 @@ const (
 	CodeNoPool           = 102 // no pool selected or usable for this interface
 )
 
-// Error is the body of every non-200 answer.
+// Error is a verb's failure, with the CNI code the plugin answers; it has the JSON
+// shape of a CNI error.
 type Error struct {
 	Code    uint   `json:"code"`
 	Message string `json:"msg"`

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,55 +32,86 @@ func serve(t *testing.T, handler http.HandlerFunc, timeout time.Duration) *api.C
 	return api.NewClient(sock, timeout)
 }
 
-// The client's HTTP is ipamd's: the request arrives as net/http parses it, and every
-// shape of answer net/http writes (short, long without a declared length, an error
-// status) is read back whole.
+// answer writes ipamd's answer to a frame as ipamd/server's WriteAnswer does.
+func answer(w http.ResponseWriter, exit int, stdout, stderr string) {
+	w.Header().Set(api.HeaderExit, strconv.Itoa(exit))
+	w.Header().Set(api.HeaderStdout, strconv.Itoa(len(stdout)))
+	_, _ = io.WriteString(w, stdout+stderr)
+}
+
+// The client's HTTP is ipamd's: the frame arrives as net/http parses it, and every
+// shape of answer net/http writes (short, long without a declared length, a hand-back,
+// another status) is read back whole. Its verbs send the CNI call a runtime would.
 func TestClientSpeaksNetHTTP(t *testing.T) {
 	long := strings.Repeat("x", 64<<10) // past net/http's buffer: no Content-Length
-	var got api.AllocateRequest
+	var got *api.Frame
 	c := serve(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != api.PathAllocate || r.Header.Get("Content-Type") != "application/json" {
+		if r.Method != http.MethodPost || r.URL.Path != api.PathCNI || r.Header.Get("Content-Type") != "application/octet-stream" {
 			http.Error(w, "bad request line", http.StatusBadRequest)
 			return
 		}
-		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+		body, _ := io.ReadAll(r.Body)
+		f, err := api.DecodeFrame(body)
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		switch got.Pod.Name {
-		case "short":
-			_ = json.NewEncoder(w).Encode(&api.AllocateResponse{Interface: "eth0", IPs: []api.IPConfig{{Address: "10.1.0.7/16", Pool: "p"}}})
-		case "long":
+		got = f
+		switch {
+		case strings.Contains(f.Env["CNI_ARGS"], "K8S_POD_NAME=short"):
+			answer(w, 0, `{"cniVersion":"1.1.0","ips":[{"address":"10.1.0.7/16","gateway":"10.1.0.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.1.0.1"}]}`, `{"level":"info","msg":"allocated"}`+"\n")
+		case strings.Contains(f.Env["CNI_ARGS"], "K8S_POD_NAME=long"):
+			w.Header().Set(api.HeaderExit, "0")
+			w.Header().Set(api.HeaderStdout, strconv.Itoa(len(long)))
 			w.(http.Flusher).Flush() // headers out before the body: no length to declare
-			_ = json.NewEncoder(w).Encode(&api.AllocateResponse{Interface: "eth0", IPs: []api.IPConfig{{Address: "10.1.0.8/16", Pool: long}}})
-		case "refused":
-			w.WriteHeader(http.StatusConflict)
-			_ = json.NewEncoder(w).Encode(&api.Error{Code: api.CodeNoPool, Message: "no pool"})
+			_, _ = io.WriteString(w, long)
+		case strings.Contains(f.Env["CNI_ARGS"], "K8S_POD_NAME=refused"):
+			answer(w, 1, `{"code":102,"msg":"ADD: no pool"}`, "")
+		case strings.Contains(f.Env["CNI_ARGS"], "K8S_POD_NAME=handback"):
+			http.Error(w, "the network configuration names log_file_path", api.StatusHandBack)
 		default:
 			http.Error(w, "plain text", http.StatusTeapot)
 		}
 	}, 10*time.Second)
 	ctx := context.Background()
 	req := func(name string) *api.AllocateRequest {
-		return &api.AllocateRequest{Attachment: api.Attachment{ContainerID: "c1", Interface: "eth0"}, Pod: api.Pod{Namespace: "ns", Name: name, UID: "u1"}}
+		return &api.AllocateRequest{Attachment: api.Attachment{ContainerID: "c1", Interface: "eth0"}, Pod: api.Pod{Namespace: "ns", Name: name, UID: "u1"},
+			Network: api.NetworkConfig{Name: "net1", DefaultIPv4Pools: []string{"v4"}, CleanGateway: true}}
 	}
 
 	resp, err := c.Allocate(ctx, req("short"))
-	if err != nil || len(resp.IPs) != 1 || resp.IPs[0].Address != "10.1.0.7/16" {
+	if err != nil || len(resp.IPs) != 1 || resp.IPs[0].Address != "10.1.0.7/16" || resp.IPs[0].Gateway != "10.1.0.1" || resp.Interface != "eth0" || len(resp.Routes) != 1 {
 		t.Fatalf("short answer: %+v, %v", resp, err)
 	}
-	if got.ContainerID != "c1" || got.Pod.UID != "u1" {
-		t.Errorf("ipamd received %+v", got)
+	wantEnv := map[string]string{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c1", "CNI_NETNS": api.ClientNetNS, "CNI_IFNAME": "eth0",
+		"CNI_ARGS": "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=short;K8S_POD_UID=u1", "CNI_PATH": api.ClientPath, "CNI_NETNS_OVERRIDE": ""}
+	for k, v := range wantEnv {
+		if got.Env[k] != v {
+			t.Errorf("frame's %s = %q, want %q", k, got.Env[k], v)
+		}
 	}
-	if resp, err = c.Allocate(ctx, req("long")); err != nil || len(resp.IPs) != 1 || resp.IPs[0].Pool != long {
+	var conf api.Conf
+	if err := json.Unmarshal(got.Stdin, &conf); err != nil || conf.Name != "net1" || conf.IPAM.Type != "nicpool" || len(conf.IPAM.DefaultIPv4Pools) != 1 || !conf.IPAM.CleanGateway || conf.IPAM.RequestTimeout != "10s" {
+		t.Errorf("frame's stdin %s (%v)", got.Stdin, err)
+	}
+	if got.NetNS != api.NetNSOther || got.Name != "nicpool" || got.PID <= 0 {
+		t.Errorf("frame %+v", got)
+	}
+
+	a, err := c.Call(ctx, &api.Frame{Name: "nicpool", PID: 1, Env: map[string]string{"CNI_ARGS": "K8S_POD_NAME=long"}})
+	if err != nil || string(a.Stdout) != long || len(a.Stderr) != 0 || a.Exit != 0 {
 		t.Fatalf("long answer: %v", err)
 	}
 	var e *api.Error
-	if _, err = c.Allocate(ctx, req("refused")); !errors.As(err, &e) || e.Code != api.CodeNoPool || e.Message != "no pool" {
-		t.Errorf("error answer: %v, want ipamd's error with its code", err)
+	if _, err = c.Allocate(ctx, req("refused")); !errors.As(err, &e) || e.Code != api.CodeNoPool || e.Message != "ADD: no pool" {
+		t.Errorf("error answer: %v, want the plugin's error with its code", err)
 	}
-	if _, err = c.Allocate(ctx, req("other")); !errors.As(err, &e) || e.Code != api.CodeInternal || !strings.Contains(e.Message, "HTTP 418") {
-		t.Errorf("non-JSON error answer: %v, want an internal error naming the status", err)
+	var hb *api.HandBack
+	if _, err = c.Allocate(ctx, req("handback")); !errors.As(err, &hb) || !strings.Contains(hb.Reason, "log_file_path") {
+		t.Errorf("hand-back: %v, want *api.HandBack with ipamd's reason", err)
+	}
+	if _, err = c.Allocate(ctx, req("other")); !errors.Is(err, api.ErrUnreachable) || !strings.Contains(err.Error(), "HTTP 418") {
+		t.Errorf("another status: %v, want unreachable naming the status", err)
 	}
 }
 

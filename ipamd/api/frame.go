@@ -7,10 +7,12 @@ import (
 	"strconv"
 )
 
-// The frame: one CNI call as the plugin's front (cniplugin/front/nicpool.c) carries it
-// to PathCNI, unparsed. This file is its one definition: the front writes what
-// AppendFrame writes (TestFrontWritesTheGoEncodersBytes holds the two byte for byte),
-// and ipamd reads it with DecodeFrame.
+// The frame: one CNI call as it is carried to PathCNI, the one request that drives
+// ipamd's verbs: the plugin's front (cniplugin/front/nicpool.c) sends the runtime's
+// call unparsed, nicpool-cni and Client send theirs with AppendFrame. This file is its
+// one definition: the front writes what AppendFrame writes
+// (TestFrontWritesTheGoEncodersBytes holds the two byte for byte), and ipamd reads it
+// with DecodeFrame.
 //
 // A frame is a sequence of netstrings ("<decimal length>:<bytes>,"), in this order:
 // the name the front was executed as, its pid, the CNI_* variables of FrameEnv (an
@@ -32,7 +34,8 @@ const (
 )
 
 // StatusHandBack is ipamd's answer to a call it does not run: the front runs
-// nicpool-cni for it, with the same arguments, environment and stdin.
+// nicpool-cni for it, with the same arguments, environment and stdin; nicpool-cni,
+// which sends only what ipamd takes, fails the call (DEL lets the pod go).
 // (421, Misdirected Request: net/http's name; this package links no net/http, so that
 // nicpool-cni does not).
 const StatusHandBack = 421

@@ -65,7 +65,7 @@ var (
 	})
 	CNICalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nicpool_ipamd_cni_calls_total",
-		Help: "CNI calls the plugin's front forwarded, by verb (ADD, DEL, CHECK, GC, STATUS, other) and result: served, or handed back to nicpool-cni because the network names log_file_path (log_file) or another socket (socket), or for another reason (version, undecodable, other).",
+		Help: "CNI calls brought to ipamd in frames (by the plugin's front, or by nicpool-cni for a call handed to it), by verb (ADD, DEL, CHECK, GC, STATUS, other) and result: served, or handed back to nicpool-cni because the network names log_file_path (log_file) or another socket (socket), because the call is over ipamd's bounds (size), or for another reason (version, undecodable, other).",
 	}, []string{"verb", "result"})
 	UnrecordedAddresses = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "nicpool_ipamd_unrecorded_addresses",

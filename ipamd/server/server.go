@@ -1,13 +1,12 @@
 // Package server exposes the service on ipamd's unix socket with the contract of
-// ipamd/api: the JSON verbs, which it decodes, asks the service and encodes, and the
-// front's frames, which it serves with the CNI plugin's library (cniplugin/cni,
-// ServeFrame) over the same service. It makes no decisions about addresses.
+// ipamd/api: one CNI call per frame, served with the CNI plugin's library
+// (cniplugin/cni, ServeFrame) over the service, whoever sends it (the front,
+// nicpool-cni, nicpool's Go client). It makes no decisions about addresses.
 package server
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,7 +23,6 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/nicpool/nicpool/cniplugin/cni"
-	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/guard"
 	"github.com/nicpool/nicpool/ipamd/metrics"
@@ -32,7 +30,7 @@ import (
 )
 
 // Handler serves the ipamd API. ready reports whether the caches have synced; until
-// then every verb answers CNI code 11 (try again later).
+// then every call answers CNI code 11 (try again later).
 func Handler(svc *service.Service, ready func() bool) http.Handler {
 	return HandlerLimits(svc, ready, DefaultLimits)
 }
@@ -41,11 +39,6 @@ func Handler(svc *service.Service, ready func() bool) http.Handler {
 func HandlerLimits(svc *service.Service, ready func() bool, lim Limits) http.Handler {
 	mux := http.NewServeMux()
 	h := &handler{log: svc.Log, lim: lim, parses: make(chan struct{}, max(lim.MaxParses, 1))}
-	handle(mux, h, api.PathAllocate, ready, svc.Allocate)
-	handle(mux, h, api.PathRelease, ready, svc.Release)
-	handle(mux, h, api.PathCheck, ready, svc.Check)
-	handle(mux, h, api.PathGC, ready, svc.GC)
-	handle(mux, h, api.PathStatus, ready, svc.Status)
 	mux.HandleFunc(api.PathCNI, h.forwarded(&local{svc: svc, ready: ready, log: svc.Log}))
 	mux.HandleFunc(api.PathHealthz, func(w http.ResponseWriter, _ *http.Request) {
 		if !ready() {
@@ -62,7 +55,7 @@ func HandlerLimits(svc *service.Service, ready func() bool, lim Limits) http.Han
 // whoever may create a NetworkAttachmentDefinition.
 type Limits struct {
 	// HeaderTimeout and BodyTimeout bound how long a request's header, then its body,
-	// may take to arrive (the front and nicpool-cni send a request at once).
+	// may take to arrive (the front and nicpool-cni send a frame at once).
 	HeaderTimeout, BodyTimeout time.Duration
 	// IdleTimeout closes a connection kept open between requests.
 	IdleTimeout time.Duration
@@ -120,56 +113,13 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request, limit int64) 
 	return body, err
 }
 
-func handle[Req, Resp any](mux *http.ServeMux, h *handler, path string, ready func() bool, fn func(context.Context, *Req) (*Resp, error)) {
-	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			writeError(w, &api.Error{Code: api.CodeDecodingFailure, Message: "use POST with a JSON body"})
-			return
-		}
-		if !ready() {
-			writeError(w, errStarting)
-			return
-		}
-		release, err := h.parse(r.Context())
-		if err != nil {
-			return // the caller has gone
-		}
-		req := new(Req)
-		body, err := h.readBody(w, r, int64(api.MaxRequest))
-		if err == nil {
-			err = json.Unmarshal(body, req)
-		}
-		body = nil
-		release()
-		switch {
-		case errors.Is(err, errTooLarge):
-			writeError(w, &api.Error{Code: api.CodeInvalidConfig, Message: fmt.Sprintf("the %s request is over ipamd's bound of %d bytes: the network configuration names too many default pools (at most %d)", path, api.MaxRequest, annotations.MaxPoolNames), Details: err.Error()})
-			return
-		case err != nil:
-			writeError(w, &api.Error{Code: api.CodeDecodingFailure, Message: "undecodable " + path + " request", Details: err.Error()})
-			return
-		}
-		var wait time.Duration
-		if ms, err := strconv.ParseInt(r.Header.Get(api.HeaderTimeout), 10, 64); err == nil && ms > 0 && ms <= int64(time.Hour/time.Millisecond) {
-			wait = time.Duration(ms) * time.Millisecond
-		}
-		resp, ae := call(r.Context(), h.log, path, wait, fn, req)
-		if ae != nil {
-			writeError(w, ae)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(resp)
-	})
-}
-
 // call runs one verb of the service. wait is how long its caller waits for the answer
 // (0: not said); the verb's context ends a little before, so that the answer reaches
 // the caller in time. Every error is an *api.Error.
 // A panic in the verb is the bug's internal error, under the recovery every goroutine
 // serving the verbs shares (ipamd/guard).
-func call[Req, Resp any](ctx context.Context, log logr.Logger, path string, wait time.Duration, fn func(context.Context, *Req) (*Resp, error), req *Req) (resp *Resp, ae *api.Error) {
-	defer guard.Recover(log, "the CNI verb "+path, func(p *guard.Panic) {
+func call[Req, Resp any](ctx context.Context, log logr.Logger, verb string, wait time.Duration, fn func(context.Context, *Req) (*Resp, error), req *Req) (resp *Resp, ae *api.Error) {
+	defer guard.Recover(log, "the CNI verb "+verb, func(p *guard.Panic) {
 		resp, ae = nil, &api.Error{Code: api.CodeInternal, Message: p.Error()}
 	})
 	var cancel context.CancelFunc
@@ -189,9 +139,9 @@ func call[Req, Resp any](ctx context.Context, log logr.Logger, path string, wait
 	return resp, nil
 }
 
-// local is the service as the CNI plugin's code sees ipamd when ipamd runs it for a
-// call of the front: the same verbs, readiness and errors as on the socket, without
-// the HTTP and JSON between them.
+// local is the service as the CNI plugin's library sees ipamd when ipamd runs it on a
+// frame: the verbs, after the readiness check, bounded by the caller's wait and under
+// the verbs' recovery.
 type local struct {
 	svc   *service.Service
 	ready func() bool
@@ -204,7 +154,7 @@ type local struct {
 var errStarting = &api.Error{Code: api.CodeTryAgainLater, Message: "ipamd is starting: its caches are not synced yet"}
 
 // localCall is call for the plugin's code: the caller's wait is its context's deadline.
-func localCall[Req, Resp any](ctx context.Context, l *local, path string, fn func(context.Context, *Req) (*Resp, error), req *Req) (*Resp, error) {
+func localCall[Req, Resp any](ctx context.Context, l *local, verb string, fn func(context.Context, *Req) (*Resp, error), req *Req) (*Resp, error) {
 	if l.parsed != nil {
 		l.parsed()
 	}
@@ -215,7 +165,7 @@ func localCall[Req, Resp any](ctx context.Context, l *local, path string, fn fun
 	if deadline, ok := ctx.Deadline(); ok {
 		wait = max(time.Until(deadline), time.Millisecond)
 	}
-	resp, err := call(ctx, l.log, path, wait, fn, req)
+	resp, err := call(ctx, l.log, verb, wait, fn, req)
 	if err != nil {
 		return nil, err // not a nil *api.Error in a non-nil error
 	}
@@ -223,30 +173,31 @@ func localCall[Req, Resp any](ctx context.Context, l *local, path string, fn fun
 }
 
 func (l *local) Allocate(ctx context.Context, req *api.AllocateRequest) (*api.AllocateResponse, error) {
-	return localCall(ctx, l, api.PathAllocate, l.svc.Allocate, req)
+	return localCall(ctx, l, "ADD", l.svc.Allocate, req)
 }
 
 func (l *local) Release(ctx context.Context, req *api.ReleaseRequest) (*api.ReleaseResponse, error) {
-	return localCall(ctx, l, api.PathRelease, l.svc.Release, req)
+	return localCall(ctx, l, "DEL", l.svc.Release, req)
 }
 
 func (l *local) Check(ctx context.Context, req *api.CheckRequest) (*api.CheckResponse, error) {
-	return localCall(ctx, l, api.PathCheck, l.svc.Check, req)
+	return localCall(ctx, l, "CHECK", l.svc.Check, req)
 }
 
 func (l *local) GC(ctx context.Context, req *api.GCRequest) (*api.GCResponse, error) {
-	return localCall(ctx, l, api.PathGC, l.svc.GC, req)
+	return localCall(ctx, l, "GC", l.svc.GC, req)
 }
 
 func (l *local) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
-	return localCall(ctx, l, api.PathStatus, l.svc.Status, req)
+	return localCall(ctx, l, "STATUS", l.svc.Status, req)
 }
 
-// forwarded serves api.PathCNI: a CNI call of the front, run by the plugin's library
-// with ipamd as its ipamd (ServeFrame). The answer is the plugin's stdout then its
-// stderr; api.StatusHandBack hands the call back to the front, which then runs
-// nicpool-cni: so does a call over api.MaxFrame or api.MaxConfig, which ipamd neither
-// reads in full nor parses.
+// forwarded serves api.PathCNI: a CNI call in a frame (of the front, of nicpool-cni,
+// of the Go client), run by the plugin's library with ipamd as its ipamd
+// (ServeFrame). The answer is the plugin's stdout then its stderr;
+// api.StatusHandBack hands the call back to the front, which then runs nicpool-cni:
+// so does a call over api.MaxFrame or api.MaxConfig, which ipamd neither reads in
+// full nor parses.
 func (h *handler) forwarded(ipamd *local) http.HandlerFunc {
 	handBack := func(w http.ResponseWriter, verb, kind, why string) {
 		metrics.CNICalls.WithLabelValues(verb, kind).Inc()
@@ -326,7 +277,7 @@ func ServeFrame(ctx context.Context, f *api.Frame, ipamd cni.IPAMD) (*api.Answer
 		OpenLog: func(string) (io.WriteCloser, error) {
 			return nil, &cni.HandOff{Kind: cni.HandOffLogFile, Reason: "the network configuration names log_file_path, which the plugin writes itself"}
 		},
-		IPAMD: func(socket string, _ time.Duration) (cni.IPAMD, error) {
+		IPAMD: func(socket string) (cni.IPAMD, error) {
 			if socket != api.DefaultSocketPath {
 				return nil, &cni.HandOff{Kind: cni.HandOffSocket, Reason: "the network configuration names a socket other than " + api.DefaultSocketPath}
 			}
@@ -369,23 +320,6 @@ func WriteAnswer(w http.ResponseWriter, a *api.Answer) {
 	h.Set(api.HeaderStdout, strconv.Itoa(len(a.Stdout)))
 	_, _ = w.Write(a.Stdout)
 	_, _ = w.Write(a.Stderr)
-}
-
-func writeError(w http.ResponseWriter, e *api.Error) {
-	status := http.StatusInternalServerError
-	switch e.Code {
-	case api.CodeTryAgainLater:
-		status = http.StatusServiceUnavailable
-	case api.CodeInvalidConfig, api.CodeDecodingFailure:
-		status = http.StatusBadRequest
-	case api.CodePoolExhausted, api.CodeNoPool:
-		status = http.StatusConflict
-	case api.CodeUnknownContainer:
-		status = http.StatusNotFound
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(e)
 }
 
 // Listen opens the unix socket at path, root-only (0600), replacing a stale socket

@@ -62,9 +62,9 @@ func TestStalledBodyIsCutOff(t *testing.T) {
 	lim := server.DefaultLimits
 	lim.BodyTimeout = 100 * time.Millisecond
 	path := serve(t, handler(lim), lim)
-	for _, p := range []string{api.PathAllocate, api.PathCNI} {
+	for _, p := range []string{api.PathCNI} {
 		c := dial(t, path)
-		if _, err := fmt.Fprintf(c, "POST %s HTTP/1.0\r\nHost: ipamd\r\nContent-Length: 1000\r\n\r\n{\"pod\":", p); err != nil {
+		if _, err := fmt.Fprintf(c, "POST %s HTTP/1.0\r\nHost: ipamd\r\nContent-Length: 1000\r\n\r\n7:nicpool,", p); err != nil {
 			t.Fatal(err)
 		}
 		answer, err := io.ReadAll(c)
@@ -73,6 +73,27 @@ func TestStalledBodyIsCutOff(t *testing.T) {
 		}
 		if !strings.HasPrefix(string(answer), "HTTP/1.0 4") {
 			t.Errorf("%s: answer to a stalled body %q, want a 4xx", p, answer)
+		}
+	}
+}
+
+// The socket speaks one protocol, the frame on api.PathCNI: the JSON verbs it used to
+// serve beside it are gone.
+func TestOnlyFramesAreServed(t *testing.T) {
+	path := serve(t, handler(server.DefaultLimits), server.DefaultLimits)
+	for _, p := range []string{"/v1/allocate", "/v1/release", "/v1/check", "/v1/gc", "/v1/status"} {
+		c := dial(t, path)
+		body := `{"containerID":"c1","interface":"eth0","pod":{"namespace":"ns","name":"p"},"network":{"name":"n"}}`
+		if _, err := fmt.Fprintf(c, "POST %s HTTP/1.0\r\nHost: ipamd\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", p, len(body), body); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("POST %s: %v", p, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("POST %s: HTTP %d, want 404", p, resp.StatusCode)
 		}
 	}
 }
