@@ -67,3 +67,33 @@ func (i Info) String() string {
 
 // Line is what a binary's --version prints: its name, then Get().String().
 func Line(program string) string { return program + " " + Get().String() }
+
+// LabelKey is the label that carries a binary's version on the objects it keeps for
+// itself (ipamd's heartbeat Lease): `kubectl nicpool version` reads it.
+const LabelKey = "app.kubernetes.io/version"
+
+// Label is v as a label value: at most 63 characters of letters, digits, '-', '_'
+// and '.', beginning and ending with a letter or digit. Any other character (the
+// '+' of a Go pseudo-version's "+dirty") becomes '_'.
+func Label(v string) string {
+	b := []byte(v)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 63 {
+		b = b[:63]
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	for len(b) > 0 && !alnum(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && !alnum(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	if len(b) == 0 {
+		return Dev
+	}
+	return string(b)
+}

@@ -66,13 +66,39 @@ var FrontCFlags = []string{"-static", "-no-pie", "-s", "-O2", "-Wall", "-Wextra"
 // does: dir/nicpool-cni, the Go plugin, and dir/nicpool, its front, compiled with
 // FrontCC. It returns the Go plugin's path, what install.Install takes.
 func BuildPlugin(dir string) (string, error) {
+	return BuildPluginFrom(Checkout{}, dir)
+}
+
+// Checkout is a source tree of nicpool the binaries are built from: this one when
+// Root is empty, else another (an earlier commit's, say), stamped with its own
+// Version and Revision.
+type Checkout struct {
+	Root, Version, Revision string
+}
+
+func (c Checkout) root() string {
+	if c.Root == "" {
+		return testenv.RepoRoot()
+	}
+	return c.Root
+}
+
+func (c Checkout) ldflags() string {
+	if c.Root == "" {
+		return LDFlags()
+	}
+	return "-s -w -X " + VersionPackage + ".version=" + c.Version + " -X " + VersionPackage + ".revision=" + c.Revision
+}
+
+// BuildPluginFrom is BuildPlugin of checkout c.
+func BuildPluginFrom(c Checkout, dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	if err := goBuild(dir, "./cmd/"+install.GoPlugin); err != nil {
+	if err := GoBuild(c, dir, "./cmd/"+install.GoPlugin); err != nil {
 		return "", err
 	}
-	if err := BuildFront(FrontCC, filepath.Join(dir, install.Front)); err != nil {
+	if err := buildFront(c, FrontCC, filepath.Join(dir, install.Front)); err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, install.GoPlugin), nil
@@ -80,9 +106,11 @@ func BuildPlugin(dir string) (string, error) {
 
 // BuildFront compiles the front of this checkout into out with the C compiler cc and
 // FrontCFlags: FrontCC for the host, <triple>-linux-musl-gcc for another platform.
-func BuildFront(cc, out string) error {
+func BuildFront(cc, out string) error { return buildFront(Checkout{}, cc, out) }
+
+func buildFront(c Checkout, cc, out string) error {
 	cmd := exec.Command(cc, slices.Concat(FrontCFlags, []string{"-o", out, FrontSource})...)
-	cmd.Dir = testenv.RepoRoot()
+	cmd.Dir = c.root()
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%s: %w\n%s(the front needs Debian's musl: `make front-deps` installs it, or hack/front/deps.sh names the packages)", cmd, err, b)
 	}
@@ -108,10 +136,14 @@ func InstallPlugin(dir, cniBin string, names ...string) (string, error) {
 
 // goBuild builds the Go packages pkgs of this checkout into dir as the Makefile's
 // GO_BUILD does, with the version stamped as Version and Revision say.
-func goBuild(dir string, pkgs ...string) error {
-	cmd := exec.Command("go", slices.Concat([]string{"build", "-trimpath", "-ldflags=" + LDFlags(), "-o", dir + string(filepath.Separator)}, pkgs)...)
+func goBuild(dir string, pkgs ...string) error { return GoBuild(Checkout{}, dir, pkgs...) }
+
+// GoBuild builds the Go packages pkgs of checkout c into dir as the Makefile's
+// GO_BUILD does, stamped with c's version.
+func GoBuild(c Checkout, dir string, pkgs ...string) error {
+	cmd := exec.Command("go", slices.Concat([]string{"build", "-trimpath", "-ldflags=" + c.ldflags(), "-o", dir + string(filepath.Separator)}, pkgs)...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	cmd.Dir = testenv.RepoRoot()
+	cmd.Dir = c.root()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %v: %w\n%s", pkgs, err, out)
 	}

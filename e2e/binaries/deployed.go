@@ -43,7 +43,7 @@ func DeployedEnv(container string) ([]string, error) {
 			for _, c := range containers {
 				c, _ := c.(map[string]any)
 				name, _ := c["name"].(string)
-				vars, err := containerEnv(c)
+				vars, err := ContainerEnv(c, nil)
 				if err != nil {
 					deployedErr = fmt.Errorf("%s %s container %s: %w", o.GetKind(), o.GetName(), name, err)
 					return
@@ -67,11 +67,14 @@ func DescribeEnv(env []string) string {
 	return fmt.Sprintf("%s as deployed", strings.Join(env, " "))
 }
 
-// containerEnv is a container's environment as the kubelet sets it, for the sources a
-// Go runtime setting may use: literal values, references to earlier variables
-// ($(NAME), left as written when NAME is not defined before) and the container's own
-// resources.
-func containerEnv(c map[string]any) ([]string, error) {
+// ContainerEnv is a container's environment as the kubelet sets it, as NAME=value:
+// literal values, references to earlier variables ($(NAME), left as written when NAME
+// is not defined before), the container's own resources (resourceFieldRef) and, when
+// fields is given, the pod's fields (fieldRef: fields maps a fieldPath such as
+// metadata.namespace or spec.nodeName to its value; a path it lacks is an error).
+// Without fields, fieldRef variables are left out. Other sources (ConfigMaps,
+// Secrets) are an error.
+func ContainerEnv(c map[string]any, fields map[string]string) ([]string, error) {
 	env, _, _ := unstructured.NestedSlice(c, "env")
 	values := map[string]string{}
 	var out []string
@@ -80,25 +83,38 @@ func containerEnv(c map[string]any) ([]string, error) {
 		n, _ := e["name"].(string)
 		var v string
 		if lit, ok := e["value"].(string); ok {
-			v = varRef.ReplaceAllStringFunc(lit, func(m string) string {
-				if d, ok := values[m[2:len(m)-1]]; ok {
-					return d
-				}
-				return m
-			})
+			v = Expand(lit, values)
 		} else if ref, ok, _ := unstructured.NestedMap(e, "valueFrom", "resourceFieldRef"); ok {
 			r, err := resourceValue(c, ref)
 			if err != nil {
 				return nil, fmt.Errorf("env %s: %w", n, err)
 			}
 			v = r
-		} else {
-			continue
+		} else if path, ok, _ := unstructured.NestedString(e, "valueFrom", "fieldRef", "fieldPath"); ok {
+			if fields == nil {
+				continue
+			}
+			if v, ok = fields[path]; !ok {
+				return nil, fmt.Errorf("env %s: fieldRef %s is not known here", n, path)
+			}
+		} else if _, ok := e["valueFrom"]; ok {
+			return nil, fmt.Errorf("env %s: only values, fieldRef and resourceFieldRef are known here", n)
 		}
 		values[n] = v
 		out = append(out, n+"="+v)
 	}
 	return out, nil
+}
+
+// Expand replaces each $(NAME) of s whose NAME values holds, as the kubelet expands a
+// container's arguments and variables; other references stay as written.
+func Expand(s string, values map[string]string) string {
+	return varRef.ReplaceAllStringFunc(s, func(m string) string {
+		if d, ok := values[m[2:len(m)-1]]; ok {
+			return d
+		}
+		return m
+	})
 }
 
 var varRef = regexp.MustCompile(`\$\([A-Za-z_][A-Za-z0-9_.-]*\)`)

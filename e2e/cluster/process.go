@@ -19,15 +19,18 @@ type Process struct {
 	err  error
 }
 
-// StartProcess runs bin with args, its stdout and stderr appended to logPath. The
-// child is killed if this process dies first, so a crashed test leaves no control
-// plane behind.
-func StartProcess(name, bin string, args []string, logPath string) (*Process, error) {
+// StartProcess runs bin with args, its stdout and stderr appended to logPath, in this
+// process's environment with env (NAME=value) added. The child is killed if this
+// process dies first, so a crashed test leaves no control plane behind.
+func StartProcess(name, bin string, args []string, logPath string, env ...string) (*Process, error) {
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = log
 	cmd.Stderr = log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nicpool/nicpool/version"
 )
 
 // Heartbeat timing: the Lease is renewed every HeartbeatInterval and counts as
@@ -25,9 +27,12 @@ func LeaseName(node string) string { return "nicpool-ipamd-" + node }
 
 // heartbeat renews the node's Lease in namespace until ctx ends, then marks it
 // released (no holder), so that a stopped ipamd is seen at once and a crashed one
-// when the Lease expires.
+// when the Lease expires. The Lease's version label (version.LabelKey) is the
+// version of the ipamd that last renewed it.
 func (d *Daemon) heartbeat(ctx context.Context, c client.Client, namespace string) {
 	log := d.opts.Log.WithName("heartbeat")
+	// The version of the ipamd that renews the Lease, for kubectl nicpool version.
+	ver := version.Label(version.Get().Version)
 	renew := func(ctx context.Context, holder *string) error {
 		now := metav1.NewMicroTime(time.Now())
 		lease := &coordinationv1.Lease{}
@@ -35,7 +40,7 @@ func (d *Daemon) heartbeat(ctx context.Context, c client.Client, namespace strin
 		err := c.Get(ctx, key, lease)
 		if apierrors.IsNotFound(err) {
 			lease = &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: key.Name, Labels: map[string]string{"app.kubernetes.io/name": "nicpool-ipamd", "app.kubernetes.io/part-of": "nicpool"}},
+				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: key.Name, Labels: map[string]string{"app.kubernetes.io/name": "nicpool-ipamd", "app.kubernetes.io/part-of": "nicpool", version.LabelKey: ver}},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: holder, LeaseDurationSeconds: ptr.To(int32(HeartbeatDuration / time.Second)),
 					AcquireTime: &now, RenewTime: &now},
 			}
@@ -47,6 +52,10 @@ func (d *Daemon) heartbeat(ctx context.Context, c client.Client, namespace strin
 		if lease.Spec.HolderIdentity == nil || holder == nil {
 			lease.Spec.AcquireTime = &now
 		}
+		if lease.Labels == nil {
+			lease.Labels = map[string]string{}
+		}
+		lease.Labels[version.LabelKey] = ver
 		lease.Spec.HolderIdentity, lease.Spec.RenewTime = holder, &now
 		lease.Spec.LeaseDurationSeconds = ptr.To(int32(HeartbeatDuration / time.Second))
 		return c.Update(ctx, lease)

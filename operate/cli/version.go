@@ -7,135 +7,144 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nicpool/nicpool/operate/inspect"
+	"github.com/nicpool/nicpool/operate/output"
 	"github.com/nicpool/nicpool/version"
 )
 
-// The components whose versions `kubectl nicpool version` reads from the cluster: the
-// pods' label, the container whose image carries the component, and its name.
-var versionedComponents = []struct {
-	name, podLabel, list, container string
-}{
-	{"webhook", "nicpool-webhook", "containers", "webhook"},
-	{"ipamd", "nicpool-ipamd", "containers", "ipamd"},
-	{"CNI plugin", "nicpool-ipamd", "initContainers", "install-cni"},
-}
-
 func newVersionCommand(o *options) *cobra.Command {
 	var clientOnly bool
+	out := newOutput()
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of kubectl nicpool and of the webhook, ipamd and CNI plugin in the cluster",
 		Long: `Prints this plugin's version, git revision and Go version, then the versions of
-nicpool's webhook, ipamd and CNI plugin running in the cluster, read from the image
-tags of their pods (labelled app.kubernetes.io/name=nicpool-webhook and
-nicpool-ipamd, in any namespace), with how many pods run each. It warns on standard
-error when they differ from one another or from the plugin: docs/install.md says
-which versions may run side by side during an upgrade. --client prints the
-plugin's version alone, without asking the cluster.`,
+nicpool's webhook, ipamd and CNI plugin in the cluster:
+
+- the webhook's, as the replica the API server calls reports it: a dry-run
+  SpiderIPPool create (it writes nothing; it needs the right to create
+  SpiderIPPools) that the webhook answers with its build;
+- each node's ipamd's, from the version label of its heartbeat Lease;
+- every component's image tags, from its pods (labelled app.kubernetes.io/name
+  nicpool-webhook or nicpool-ipamd, in any namespace), with how many pods run each.
+
+It warns on standard error when they differ from one another or from the plugin:
+docs/install.md says which versions may run side by side during an upgrade.
+--client prints the plugin's version alone, without asking the cluster. -o json or
+yaml prints a ComponentVersionList.`,
 		Example: `  kubectl nicpool version
-  kubectl nicpool version --client`,
+  kubectl nicpool version --client
+  kubectl nicpool version -o jsonpath='{.items[?(@.metadata.name=="webhook")].status.running[0].version}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			w := o.streams.Out
+			if err := out.validate(); err != nil {
+				return err
+			}
 			mine := version.Get()
-			fmt.Fprintf(w, "Client Version: %s\n", mine)
+			var found []inspect.ComponentVersions
 			if clientOnly {
-				return nil
+				found = []inspect.ComponentVersions{{Component: inspect.VersionClient, Running: []inspect.RunningVersion{{
+					Version: mine.Version, Revision: mine.Revision, GoVersion: mine.GoVersion, Source: inspect.SourceClient}}}}
+			} else {
+				cfg, err := o.restConfig()
+				if err != nil {
+					return err
+				}
+				c, err := o.client()
+				if err != nil {
+					return err
+				}
+				if found, err = inspect.Versions(cmd.Context(), c, cfg, o.now()); err != nil {
+					return err
+				}
 			}
-			c, err := o.client()
-			if err != nil {
-				return err
+			if !out.table() {
+				items := make([]output.ComponentVersion, len(found))
+				for i, cv := range found {
+					items[i] = output.ComponentVersion{ObjectMeta: metav1.ObjectMeta{Name: cv.Component}, Status: cv}
+				}
+				if err := out.object(o.streams.Out, output.NewList[output.ComponentVersion](output.KindComponentVersion, items)); err != nil {
+					return err
+				}
+			} else {
+				printVersions(o.streams.Out, found)
 			}
-			found, err := clusterVersions(cmd, c)
-			if err != nil {
-				return err
-			}
-			printClusterVersions(w, o.streams.ErrOut, mine.Version, found)
+			warnSkew(o.streams.ErrOut, found)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&clientOnly, "client", false, "print the plugin's own version only; the cluster is not asked")
+	out.addFlag(cmd)
 	return cmd
 }
 
-// componentVersions are the versions one component runs, each with its pods'
-// namespaces and count.
-type componentVersions struct {
-	name     string
-	versions map[string]int
-	places   map[string]bool
+// componentLabels are how the lines name each component.
+var componentLabels = map[string]string{
+	inspect.VersionClient:  "Client",
+	inspect.VersionWebhook: "Webhook",
+	inspect.VersionIpamd:   "Ipamd",
+	inspect.VersionCNI:     "CNI plugin",
 }
 
-func clusterVersions(cmd *cobra.Command, c client.Client) ([]componentVersions, error) {
-	var out []componentVersions
-	pods := map[string][]corev1.Pod{}
-	for _, comp := range versionedComponents {
-		list, ok := pods[comp.podLabel]
-		if !ok {
-			var pl corev1.PodList
-			if err := c.List(cmd.Context(), &pl, client.MatchingLabels{"app.kubernetes.io/name": comp.podLabel}); err != nil {
-				return nil, fmt.Errorf("list the %s pods: %w", comp.podLabel, err)
+// printVersions prints one line per component, as kubectl version does: what its
+// processes report, then what its pods' images name.
+func printVersions(w io.Writer, found []inspect.ComponentVersions) {
+	for _, cv := range found {
+		var parts []string
+		for _, r := range cv.Running {
+			switch r.Source {
+			case inspect.SourceClient:
+				parts = append(parts, version.Info{Version: r.Version, Revision: r.Revision, GoVersion: r.GoVersion}.String())
+			case inspect.SourceAdmission:
+				parts = append(parts, version.Info{Version: r.Version, Revision: r.Revision, GoVersion: r.GoVersion}.String()+", the replica the API server calls")
+			case inspect.SourceHeartbeat:
+				parts = append(parts, fmt.Sprintf("%s on %s %s", r.Version, plural(len(r.Nodes), "node"), strings.Join(r.Nodes, ", ")))
 			}
-			list = pl.Items
-			pods[comp.podLabel] = list
 		}
-		cv := componentVersions{name: comp.name, versions: map[string]int{}, places: map[string]bool{}}
-		for _, p := range list {
-			cs := p.Spec.Containers
-			if comp.list == "initContainers" {
-				cs = p.Spec.InitContainers
-			}
-			for _, ctr := range cs {
-				if ctr.Name == comp.container {
-					cv.versions[ImageVersion(ctr.Image)]++
-					cv.places[p.Namespace] = true
+		if len(cv.Images) > 0 {
+			tags := make([]string, len(cv.Images))
+			places := map[string]bool{}
+			for i, im := range cv.Images {
+				tags[i] = fmt.Sprintf("%s (%s)", im.Version, plural(im.Pods, "pod"))
+				for _, ns := range im.Namespaces {
+					places[ns] = true
 				}
 			}
+			ns := make([]string, 0, len(places))
+			for n := range places {
+				ns = append(ns, n)
+			}
+			sort.Strings(ns)
+			images := fmt.Sprintf("%s in namespace %s", strings.Join(tags, ", "), strings.Join(ns, ", "))
+			if len(parts) > 0 {
+				images = "images " + images
+			}
+			parts = append(parts, images)
 		}
-		out = append(out, cv)
+		line := strings.Join(parts, "; ")
+		if line == "" {
+			line = "not found (no pod in the cluster)"
+			if len(cv.Unread) > 0 {
+				line = "not found (no pod in the cluster; " + strings.Join(cv.Unread, "; ") + ")"
+			}
+		}
+		fmt.Fprintf(w, "%s Version: %s\n", componentLabels[cv.Component], line)
 	}
-	return out, nil
 }
 
-// ImageVersion is the version an image reference names: its tag (the chart renders
-// repository:tag@digest when it pins a digest, and the release tags each image with
-// its version), or "unknown" for a reference by digest alone.
-func ImageVersion(image string) string {
-	ref, _, _ := strings.Cut(image, "@")
-	i := strings.LastIndex(ref, ":")
-	if i < 0 || strings.Contains(ref[i:], "/") {
-		return "unknown"
-	}
-	return ref[i+1:]
-}
-
-func printClusterVersions(w, warn io.Writer, mine string, found []componentVersions) {
-	all := map[string]bool{mine: true}
+// warnSkew warns when the versions found differ.
+func warnSkew(w io.Writer, found []inspect.ComponentVersions) {
+	all := map[string]bool{}
 	for _, cv := range found {
-		label := strings.ToUpper(cv.name[:1]) + cv.name[1:]
-		if len(cv.versions) == 0 {
-			fmt.Fprintf(w, "%s Version: not found (no pod in the cluster)\n", label)
-			continue
+		for _, r := range cv.Running {
+			// Heartbeats carry the version as a label value: compare in that form.
+			all[version.Label(r.Version)] = true
 		}
-		vs := make([]string, 0, len(cv.versions))
-		for v := range cv.versions {
-			vs = append(vs, v)
-			all[v] = true
+		for _, im := range cv.Images {
+			all[version.Label(im.Version)] = true
 		}
-		sort.Strings(vs)
-		parts := make([]string, len(vs))
-		for i, v := range vs {
-			parts[i] = fmt.Sprintf("%s (%s)", v, plural(cv.versions[v], "pod"))
-		}
-		ns := make([]string, 0, len(cv.places))
-		for n := range cv.places {
-			ns = append(ns, n)
-		}
-		sort.Strings(ns)
-		fmt.Fprintf(w, "%s Version: %s in namespace %s\n", label, strings.Join(parts, ", "), strings.Join(ns, ", "))
 	}
 	if len(all) > 1 {
 		vs := make([]string, 0, len(all))
@@ -143,7 +152,7 @@ func printClusterVersions(w, warn io.Writer, mine string, found []componentVersi
 			vs = append(vs, v)
 		}
 		sort.Strings(vs)
-		fmt.Fprintf(warn, "WARNING: version skew: kubectl nicpool and the cluster's nicpool run %s; finish the upgrade (docs/install.md, Version skew) so that every component runs one version\n", strings.Join(vs, ", "))
+		fmt.Fprintf(w, "WARNING: version skew: kubectl nicpool and the cluster's nicpool run %s; finish the upgrade (docs/install.md, Version skew) so that every component runs one version\n", strings.Join(vs, ", "))
 	}
 }
 

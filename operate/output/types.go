@@ -23,13 +23,14 @@ var GroupVersion = schema.GroupVersion{Group: "nicpool.io", Version: "v1alpha1"}
 
 // Kinds of the items, each printed in a list of the kind with "List" appended.
 const (
-	KindPoolUsage       = "PoolUsage"
-	KindAddressHolder   = "AddressHolder"
-	KindPodAddresses    = "PodAddresses"
-	KindViolation       = "Violation"
-	KindReleaseDecision = "ReleaseDecision"
-	KindRecording       = "Recording"
-	KindStatusCheck     = "StatusCheck"
+	KindPoolUsage        = "PoolUsage"
+	KindAddressHolder    = "AddressHolder"
+	KindPodAddresses     = "PodAddresses"
+	KindViolation        = "Violation"
+	KindReleaseDecision  = "ReleaseDecision"
+	KindRecording        = "Recording"
+	KindStatusCheck      = "StatusCheck"
+	KindComponentVersion = "ComponentVersion"
 	// KindMigrationPlan is printed alone, not in a list.
 	KindMigrationPlan = "MigrationPlan"
 )
@@ -93,6 +94,17 @@ type StatusCheck struct {
 	Status            inspect.Check `json:"status"`
 }
 
+// ComponentVersion is what one component runs (kubectl nicpool version);
+// metadata.name is the component: client, webhook, ipamd or cni-plugin.
+type ComponentVersion struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Status            inspect.ComponentVersions `json:"status"`
+}
+
+// DeepCopyObject implements runtime.Object.
+func (p *ComponentVersion) DeepCopyObject() runtime.Object { return deepCopy(p) }
+
 // MigrationPlan is what kubectl nicpool migrate from-spiderpool found and does;
 // metadata.name is "from-spiderpool".
 type MigrationPlan struct {
@@ -116,13 +128,14 @@ type List[T any, PT interface {
 
 // Lists of each kind.
 type (
-	PoolUsageList       = List[PoolUsage, *PoolUsage]
-	AddressHolderList   = List[AddressHolder, *AddressHolder]
-	PodAddressesList    = List[PodAddresses, *PodAddresses]
-	ViolationList       = List[Violation, *Violation]
-	ReleaseDecisionList = List[ReleaseDecision, *ReleaseDecision]
-	RecordingList       = List[Recording, *Recording]
-	StatusCheckList     = List[StatusCheck, *StatusCheck]
+	PoolUsageList        = List[PoolUsage, *PoolUsage]
+	AddressHolderList    = List[AddressHolder, *AddressHolder]
+	PodAddressesList     = List[PodAddresses, *PodAddresses]
+	ViolationList        = List[Violation, *Violation]
+	ReleaseDecisionList  = List[ReleaseDecision, *ReleaseDecision]
+	RecordingList        = List[Recording, *Recording]
+	StatusCheckList      = List[StatusCheck, *StatusCheck]
+	ComponentVersionList = List[ComponentVersion, *ComponentVersion]
 )
 
 // NewList returns a list of items of kind, every item typed.
