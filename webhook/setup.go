@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/crds/scheme"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
@@ -60,6 +61,10 @@ type Options struct {
 	// addresses. Off, a DELETE is accepted as spiderpool accepts it, and the pool's
 	// finalizer keeps the pool, serving nothing new, until its last address is released.
 	RefusePoolDeleteWhileAllocated bool
+	// Switches are spiderpool-conf's IPAM switches: a pool or reservation of a
+	// disabled family is refused, a pod's pool list of a disabled family is left out,
+	// and with StatefulSet addresses off no pod is stamped to take an endpoint over.
+	Switches ipamconf.Switches
 }
 
 // Setup registers every nicpool webhook on the manager's webhook server, feeds the
@@ -83,11 +88,12 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) (*views.All, err
 	}
 	adm := pod.New(v)
 	adm.ClusterNetworkNicpool = o.ClusterNetworkNicpool
+	adm.Switches = o.Switches
 	register(configs.MutatePodPath, MutatePod, &pod.Handler{Admission: adm, Ready: v.Synced})
 
 	scheme := mgr.GetScheme()
 	register(configs.MutatePoolPath, MutatePool, admission.WithDefaulter[*v2beta1.SpiderIPPool](scheme, pool.Defaulter{}).Handler)
-	register(configs.ValidatePoolPath, ValidatePool, admission.WithValidator[*v2beta1.SpiderIPPool](scheme, &pool.Validator{Reader: mgr.GetAPIReader(), RefuseDeleteWhileAllocated: o.RefusePoolDeleteWhileAllocated}).Handler)
+	register(configs.ValidatePoolPath, ValidatePool, admission.WithValidator[*v2beta1.SpiderIPPool](scheme, &pool.Validator{Reader: mgr.GetAPIReader(), RefuseDeleteWhileAllocated: o.RefusePoolDeleteWhileAllocated, Switches: o.Switches}).Handler)
 	// Earlier releases registered webhooks on these paths; their checks are now
 	// ValidatingAdmissionPolicies (configs.Policies). Until an upgrade has replaced the
 	// old ValidatingWebhookConfiguration, the API server may still call them: admit.
@@ -97,7 +103,7 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) (*views.All, err
 		})})
 	}
 	register(configs.MutateReservedIPPath, MutateReservedIP, admission.WithDefaulter[*v2beta1.SpiderReservedIP](scheme, pool.ReservedDefaulter{}).Handler)
-	register(configs.ValidateReservedIPPath, ValidateReservedIP, admission.WithValidator[*v2beta1.SpiderReservedIP](scheme, pool.ReservedValidator{}).Handler)
+	register(configs.ValidateReservedIPPath, ValidateReservedIP, admission.WithValidator[*v2beta1.SpiderReservedIP](scheme, pool.ReservedValidator{Switches: o.Switches}).Handler)
 	counts := ledger.New(ledger.Options{Cache: mgr.GetClient(), Client: mgr.GetClient(), Fresh: mgr.GetAPIReader(), Log: mgr.GetLogger().WithName("ledger")})
 	if err := poolcount.NewCounter(counts).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("pool counts controller: %w", err)

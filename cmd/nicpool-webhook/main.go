@@ -83,6 +83,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "nicpool-webhook", "name of the leader election Lease in --namespace")
 	fs.BoolVar(&o.admission.ClusterNetworkNicpool, "cluster-network-nicpool", false, "nicpool is the IPAM of the cluster network (eth0): warn at admission of a pod whose ipam.spidernet.io/ippools leaves eth0 out (its ADD fails)")
 	fs.BoolVar(&o.admission.RefusePoolDeleteWhileAllocated, "refuse-pool-delete-while-allocated", false, "refuse the DELETE of a SpiderIPPool that still holds addresses; off (spiderpool's default), a DELETE is accepted and the pool's finalizer keeps it, serving nothing new, until its last address is released")
+	o.admission.Switches.BindFlags(fs)
 	o.gc.BindFlags(fs)
 }
 
@@ -112,6 +113,12 @@ func main() {
 // run serves until ctx ends. started, when not nil, receives the manager once it is
 // set up (for tests).
 func run(ctx context.Context, cfg *rest.Config, o options, started func(manager.Manager, *certs.Keeper)) error {
+	if err := o.admission.Switches.Validate(); err != nil {
+		return err
+	}
+	// The garbage collector keeps StatefulSet addresses exactly when admission stamps
+	// StatefulSet pods to take them over: one switch for both.
+	o.gc.Switches = o.admission.Switches
 	var keeper *certs.Keeper
 	var tlsOpts []func(*tls.Config)
 	if o.selfManaged {

@@ -54,6 +54,11 @@ type Env struct {
 // Start brings up the control plane, registers configs.Configurations(opts) with it
 // and serves every nicpool webhook until Stop.
 func Start(opts configs.Options) (*Env, error) {
+	return StartWith(opts, nicwebhook.Options{})
+}
+
+// StartWith is Start with the webhook's own options (its flags) set to adm.
+func StartWith(opts configs.Options, adm nicwebhook.Options) (*Env, error) {
 	m, v := configs.Configurations(opts)
 	env, err := testenv.Start(testenv.Options{
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
@@ -90,7 +95,7 @@ func Start(opts configs.Options) (*Env, error) {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	all, err := nicwebhook.Setup(ctx, mgr, nicwebhook.Options{})
+	all, err := nicwebhook.Setup(ctx, mgr, adm)
 	if err != nil {
 		cancel()
 		_ = env.Stop()
@@ -221,8 +226,13 @@ func (e *Env) Namespace(ctx context.Context, name string, labels map[string]stri
 // Main is the TestMain of a package whose tests share one webhook environment: it
 // starts it with opts into *env, runs the tests and stops it (see testenv.Main).
 func Main(m *testing.M, env **Env, opts configs.Options) {
+	MainWith(m, env, opts, nicwebhook.Options{})
+}
+
+// MainWith is Main with the webhook's own options (its flags) set to adm.
+func MainWith(m *testing.M, env **Env, opts configs.Options, adm nicwebhook.Options) {
 	testenv.Main(m, func(s *testenv.Setup) (err error) {
-		if *env, err = Start(opts); err != nil {
+		if *env, err = StartWith(opts, adm); err != nil {
 			return err
 		}
 		s.Defer((*env).Stop)

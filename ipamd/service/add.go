@@ -17,6 +17,7 @@ import (
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/crds/eligibility"
+	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/crds/ipranges"
 	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/allocator"
@@ -106,7 +107,7 @@ func (s *Service) requestPod(ctx context.Context, ref api.Pod) (*corev1.Pod, err
 // choose is the pools of each family the interface draws from; an Event on the pod
 // says why there are none.
 func (s *Service) choose(pod *corev1.Pod, ns *corev1.Namespace, req *api.AllocateRequest, pools []v2beta1.SpiderIPPool) (selection.Choice, error) {
-	choice, err := selection.Choose(pod, ns, req.Interface, req.Network, pools)
+	choice, err := s.chooseEnabled(pod, ns, req.Interface, req.Network, pools)
 	if err != nil {
 		s.event(pod, "InvalidPoolSelection", err.Error())
 		return choice, cniError(api.CodeInvalidConfig, "pool selection of interface "+req.Interface, err)
@@ -114,10 +115,41 @@ func (s *Service) choose(pod *corev1.Pod, ns *corev1.Namespace, req *api.Allocat
 	if len(choice.Families()) == 0 {
 		msg := fmt.Sprintf("no pool for interface %s: name pools in %s, the namespace annotations %s/%s, the CNI network's default pools, or mark a pool spec.default: true",
 			req.Interface, annotations.IPPools, annotations.NamespaceDefaultIPv4Pool, annotations.NamespaceDefaultIPv6Pool)
+		if len(choice.LeftOut) > 0 {
+			msg = fmt.Sprintf("no pool of an enabled IP family for interface %s: its pools %v are left out because %s",
+				req.Interface, choice.LeftOut, ipamconf.Disabled(disabledFamily(s.Switches)))
+		}
 		s.event(pod, "NoPool", msg)
 		return choice, cniError(api.CodeNoPool, msg, nil)
 	}
 	return choice, nil
+}
+
+// chooseEnabled is selection.Choose with the pools of a disabled IP family left out
+// (Choice.LeftOut names them): every choice ipamd acts on goes through it.
+func (s *Service) chooseEnabled(pod *corev1.Pod, ns *corev1.Namespace, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (selection.Choice, error) {
+	choice, err := selection.Choose(pod, ns, iface, network, pools)
+	if err != nil {
+		return choice, err
+	}
+	v4, v6 := s.Switches.Families(choice.IPv4, choice.IPv6)
+	if len(v4) < len(choice.IPv4) {
+		choice.LeftOut = append(choice.LeftOut, choice.IPv4...)
+	}
+	if len(v6) < len(choice.IPv6) {
+		choice.LeftOut = append(choice.LeftOut, choice.IPv6...)
+	}
+	choice.IPv4, choice.IPv6 = v4, v6
+	return choice, nil
+}
+
+// disabledFamily is the family the switches turn off (one at most: both off is refused
+// at start).
+func disabledFamily(sw ipamconf.Switches) int64 {
+	if sw.NoIPv4 {
+		return v2beta1.IPv4
+	}
+	return v2beta1.IPv6
 }
 
 // allocateAndRecord takes one address per family the choice asks for (keeping what

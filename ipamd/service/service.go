@@ -26,6 +26,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
@@ -69,6 +70,16 @@ type Service struct {
 	// Multus says how a bare spec.multusName entry reads and which network eth0 is
 	// attached through.
 	Multus annotations.Multus
+	// ServiceCIDRs says the cache holds networking.k8s.io/v1 ServiceCIDRs, the cluster's
+	// Service CIDRs coordinator is told (false: the cluster serves none).
+	ServiceCIDRs bool
+	// SpiderCoordinators says the cache holds SpiderCoordinators (false: the API server
+	// serves none, their CRD is not installed).
+	SpiderCoordinators bool
+	// Switches are spiderpool-conf's IPAM switches: the pools of a disabled family are
+	// left out of every choice, and with StatefulSet addresses off a StatefulSet pod's
+	// addresses are neither kept nor taken over.
+	Switches ipamconf.Switches
 
 	locks     keyedMutex
 	waiting   atomic.Int64 // requests waiting for their turn
@@ -256,8 +267,11 @@ func (s *Service) releaseAll(ctx context.Context, owner allocator.Owner, ep *v2b
 
 // statefulSetWillReturn reports whether the StatefulSet named by the pod (or, with the
 // pod gone, by its endpoint) still wants the pod's ordinal, so the pod comes back under
-// this name.
+// this name. Never with StatefulSet addresses off.
 func (s *Service) statefulSetWillReturn(ctx context.Context, namespace, podName string, pod *corev1.Pod, ep *v2beta1.SpiderEndpoint) bool {
+	if !s.Switches.StatefulSets() {
+		return false
+	}
 	var set string
 	var ok bool
 	if pod != nil {

@@ -49,7 +49,7 @@ func (s *Service) adopt(ctx context.Context, pod *corev1.Pod, iface string, netw
 		}
 		var taken *v2beta1.SpiderEndpoint
 		switch {
-		case successor(pod, ep):
+		case s.Switches.StatefulSets() && successor(pod, ep):
 			taken, err = s.takeOver(ctx, pod, ep, iface, network, pools)
 		case s.reservedForStatefulSet(ctx, pod, ep):
 			set, _ := workload.EndpointStatefulSet(ep)
@@ -115,7 +115,7 @@ func (s *Service) takeOver(ctx context.Context, pod *corev1.Pod, ep *v2beta1.Spi
 				extra = append(extra, *p)
 			}
 		}
-		keep4, keep6 := keptFamilies(pod, ns, ifs, d, iface, network, pools)
+		keep4, keep6 := s.keptFamilies(pod, ns, ifs, d, iface, network, pools)
 		owner := allocator.Owner{Pod: pod.Namespace + "/" + pod.Name, PodUID: string(pod.UID), Interface: d.Interface}
 		k := d
 		for _, fam := range []struct {
@@ -199,7 +199,7 @@ func (s *Service) transfer(ctx context.Context, pool string, owner allocator.Own
 // defaults: design.md I5). The request describes only its own interface's CNI network;
 // another interface whose choice falls to the cluster defaults may have network
 // defaults this request cannot see, and keeps its addresses.
-func keptFamilies(pod *corev1.Pod, ns *corev1.Namespace, ifs []annotations.Interface, d v2beta1.IPAllocationDetail, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (v4, v6 bool) {
+func (s *Service) keptFamilies(pod *corev1.Pod, ns *corev1.Namespace, ifs []annotations.Interface, d v2beta1.IPAllocationDetail, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (v4, v6 bool) {
 	if d.Interface == "" {
 		return false, false // spiderpool's bug 1 record: not an interface of anything
 	}
@@ -214,7 +214,7 @@ func keptFamilies(pod *corev1.Pod, ns *corev1.Namespace, ifs []annotations.Inter
 	if !own {
 		network = api.NetworkConfig{}
 	}
-	choice, err := selection.Choose(pod, ns, d.Interface, network, pools)
+	choice, err := s.chooseEnabled(pod, ns, d.Interface, network, pools)
 	if err != nil {
 		return false, false
 	}

@@ -40,7 +40,7 @@ type turn struct {
 // its turn does nothing: an ADD leaves nothing behind, and a DEL is the runtime's to
 // call again until it succeeds (the CNI contract). This keeps the waiting line as
 // long as the live callers, however often they retry. The answer to a request that
-// waited longer than its caller announced (api.HeaderTimeout) is "try again later",
+// waited longer than its caller waits (the call's request_timeout) is "try again later",
 // with the length of the line.
 func (s *Service) begin(ctx context.Context, pod string) (*turn, error) {
 	s.waiting.Add(1)

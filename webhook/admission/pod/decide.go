@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/webhook/admission/views"
 )
 
@@ -62,6 +64,9 @@ type Admission struct {
 	// ClusterNetworkNicpool says that nicpool is the IPAM of the cluster network
 	// (eth0), which admission cannot see for itself.
 	ClusterNetworkNicpool bool
+	// Switches are spiderpool-conf's IPAM switches: a pool list of a disabled family
+	// is left out, and with StatefulSet addresses off no pod is stamped.
+	Switches ipamconf.Switches
 
 	parse parsers
 }
@@ -141,6 +146,7 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 	default:
 		return
 	}
+	a.leaveOutDisabled(sel, d)
 	rd := reads{namespace: pod.Namespace, namespaces: a.Namespaces, live: live}
 	podLabels := labels.Set(pod.Labels)
 	for i := range sel {
@@ -168,6 +174,25 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 	}
 	if hasSingle && !keepSingle {
 		d.Remove = append(d.Remove, annotations.IPPool)
+	}
+}
+
+// leaveOutDisabled empties the pool lists of a disabled IP family, with a warning,
+// before they are resolved: spiderpool drops them too, so a pod naming pools of both
+// families (or a pool that cannot exist, its family being refused) still starts with
+// the addresses of the enabled one.
+func (a *Admission) leaveOutDisabled(sel []annotations.PoolSelection, d *Decision) {
+	var left [2]bool
+	for i := range sel {
+		v4, v6 := a.Switches.Families(sel[i].IPv4, sel[i].IPv6)
+		left[0] = left[0] || len(v4) < len(sel[i].IPv4)
+		left[1] = left[1] || len(v6) < len(sel[i].IPv6)
+		sel[i].IPv4, sel[i].IPv6 = v4, v6
+	}
+	for i, fam := range []int64{v2beta1.IPv4, v2beta1.IPv6} {
+		if left[i] {
+			d.Warnings = append(d.Warnings, fmt.Sprintf("the pod's IPv%d pools are left out: %s", fam, ipamconf.Disabled(fam)))
+		}
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 // stampEndpoint gives a StatefulSet pod the UID of the SpiderEndpoint of the same
 // namespace/name — the only endpoint a node may take over for it — or
 // annotations.NoEndpoint when there is none. Any other pod loses a stamp it carries:
-// a stamp nicpool did not write could hand a node someone else's addresses.
+// a stamp nicpool did not write could hand a node someone else's addresses. With
+// StatefulSet addresses off (ipamconf), every StatefulSet pod gets NoEndpoint.
 //
 // The controller reference must name a StatefulSet that exists with that UID: a pod
 // author can write any ownerReference on a bare pod, and would otherwise be stamped
@@ -26,6 +27,15 @@ func (a *Admission) stampEndpoint(ctx context.Context, pod *Pod, d *Decision, li
 	if !ok {
 		if stamped {
 			d.Remove = append(d.Remove, annotations.EndpointUID)
+		}
+		return
+	}
+	if !a.Switches.StatefulSets() {
+		// StatefulSet addresses are off: the pod takes nothing over, whatever endpoint
+		// its name has. It is still stamped, as nicpool's pod policy wants of every
+		// StatefulSet pod, with the stamp that names no endpoint.
+		if !stamped || current != annotations.NoEndpoint {
+			d.Set = append(d.Set, Annotation{Key: annotations.EndpointUID, Value: annotations.NoEndpoint})
 		}
 		return
 	}

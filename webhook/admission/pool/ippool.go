@@ -18,6 +18,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/crds/ipranges"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
@@ -68,17 +69,31 @@ type Validator struct {
 	// addresses. Off (spiderpool's default), a DELETE is accepted: the pool, terminating,
 	// serves nothing new and its finalizer keeps it until the last address is released.
 	RefuseDeleteWhileAllocated bool
+	// Switches refuse a pool of a disabled IP family, as spiderpool's webhook does.
+	Switches ipamconf.Switches
 }
 
 var _ admission.Validator[*v2beta1.SpiderIPPool] = &Validator{}
 
+// familyEnabled refuses a pool (or reservation) of an IP family the switches disable.
+func familyEnabled(sw ipamconf.Switches, family int64) *field.Error {
+	if family == 0 || sw.Family(family) {
+		return nil
+	}
+	return field.Forbidden(field.NewPath("spec", "ipVersion"), ipamconf.Disabled(family)+": nicpool allocates no address of this family; enable it on the webhook and every ipamd, or create no object of this family")
+}
+
 // ValidateCreate implements admission.Validator.
 func (v *Validator) ValidateCreate(ctx context.Context, p *v2beta1.SpiderIPPool) (admission.Warnings, error) {
+	probe := versionProbe(ctx, p) // answered whatever the checks decide
+	if err := familyEnabled(v.Switches, ipranges.PoolFamily(&p.Spec)); err != nil {
+		return probe, invalid(p.Name, field.ErrorList{err})
+	}
 	errs, allocatable := validateSpec(&p.Spec)
 	if len(errs) == 0 {
 		errs = v.validateOverlap(ctx, p, allocatable)
 	}
-	return nil, invalid(p.Name, errs)
+	return probe, invalid(p.Name, errs)
 }
 
 // ValidateUpdate implements admission.Validator.
@@ -95,6 +110,9 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, p *v2beta1.SpiderIP
 	}
 	if oldV, newV := ipranges.PoolFamily(&old.Spec), ipranges.PoolFamily(&p.Spec); oldV != newV {
 		errs = append(errs, field.Forbidden(spec.Child("ipVersion"), fmt.Sprintf("is immutable (was %d): create a new pool for another IP family", oldV)))
+	}
+	if err := familyEnabled(v.Switches, ipranges.PoolFamily(&p.Spec)); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return nil, invalid(p.Name, errs)

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
@@ -46,6 +47,9 @@ type Options struct {
 	// grace even while its node is not Ready (see Policy.ReleaseOnNotReadyNode). By
 	// default they stay until the pod object is gone.
 	ReleaseOnNotReadyNode bool
+	// Switches are the webhook's (spiderpool-conf's): with StatefulSet addresses off,
+	// StatefulSet pods' addresses are released like any pod's (see Policy.Switches).
+	Switches ipamconf.Switches
 	// Debounce delays the pass a pod or StatefulSet event triggers, so that a burst of
 	// events costs one pass. Default 1s.
 	Debounce time.Duration
@@ -135,7 +139,7 @@ func (c *Collector) Pass(ctx context.Context) (res Result, err error) {
 		return res, err
 	}
 	policy := Policy{TerminatingGrace: max(*c.opts.TerminatingGrace, 0), KeepTerminating: c.opts.KeepTerminating,
-		ReleaseOnNotReadyNode: c.opts.ReleaseOnNotReadyNode}
+		ReleaseOnNotReadyNode: c.opts.ReleaseOnNotReadyNode, Switches: c.opts.Switches}
 	plan := Decide(snap, policy)
 	recheck := plan.Recheck
 	plan, pending, ripeAt := c.ripen(plan, snap.Now)

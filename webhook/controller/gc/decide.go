@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/crds/ipranges"
 	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/ledger"
@@ -68,6 +69,10 @@ type Policy struct {
 	// the node comes back and finishes it, or an operator or the pod garbage collector
 	// force-deletes it.
 	ReleaseOnNotReadyNode bool
+	// Switches: with StatefulSet addresses off (spiderpool-conf's enableStatefulSet:
+	// false), StatefulSet pods are served like any other: a gone or finished
+	// StatefulSet pod's addresses are released, not kept for the next pod of its name.
+	Switches ipamconf.Switches
 }
 
 // Snapshot is what the collector knows of the cluster at one instant.
@@ -302,6 +307,9 @@ const (
 // a candidate set (workload.Ordinal) is no pod of that set.
 func (ix *index) ordinalFate(ns, name string) ordinalFate {
 	fate := notStatefulSetPod
+	if !ix.policy.Switches.StatefulSets() {
+		return fate
+	}
 	for _, setName := range ix.statefulSetCandidates(ns, name) {
 		ordinal, ok := workload.Ordinal(setName, name)
 		if !ok {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/crds/workload"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
@@ -434,5 +435,51 @@ func TestParseOrdinal(t *testing.T) {
 		if _, got, ok := workload.SplitOrdinal(name); ok {
 			t.Errorf("SplitOrdinal(%q) = %d; want no ordinal", name, got)
 		}
+	}
+}
+
+// With StatefulSet addresses off (spiderpool-conf's enableStatefulSet: false), a gone or
+// finished StatefulSet pod's addresses and endpoint are released as any pod's, though
+// its ordinal comes back; the same snapshots keep them with the switch on.
+func TestDecideStatefulSetAddressesOff(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		snap     Snapshot
+		released []string
+	}{{
+		name: "StatefulSet pod absent between delete and re-create",
+		snap: Snapshot{
+			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 2)},
+			Records:      records(pool("p", rec{"10.0.0.1", "web-1", "u1", "eth0"})),
+			Endpoints:    []*v2beta1.SpiderEndpoint{endpoint("web-1", "u1", "StatefulSet", "web")},
+		},
+		released: []string{"10.0.0.1 pod-deleted", "endpoint web-1 pod-deleted"},
+	}, {
+		name: "recreated StatefulSet pod not yet through CNI ADD",
+		snap: Snapshot{
+			Pods:         []Pod{pod("web-0", "u2", ownedBy("web"), phase(corev1.PodPending))},
+			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
+			Records:      records(pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})),
+			Endpoints:    []*v2beta1.SpiderEndpoint{endpoint("web-0", "u1", "StatefulSet", "web")},
+		},
+		released: []string{"10.0.0.1 pod-deleted", "endpoint web-0 pod-deleted"},
+	}, {
+		name: "finished StatefulSet pod whose ordinal returns",
+		snap: Snapshot{
+			Pods:         []Pod{pod("web-0", "u1", ownedBy("web"), phase(corev1.PodFailed))},
+			StatefulSets: []appsv1.StatefulSet{statefulSet("web", 1)},
+			Records:      records(pool("p", rec{"10.0.0.1", "web-0", "u1", "eth0"})),
+		},
+		released: []string{"10.0.0.1 pod-finished"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.snap.Now = now
+			if got := released(Decide(tc.snap, Policy{})); len(got) != 0 {
+				t.Errorf("switch on: released %q, want everything kept for the returning ordinal", got)
+			}
+			if got := released(Decide(tc.snap, Policy{Switches: ipamconf.Switches{NoStatefulSet: true}})); !slices.Equal(got, tc.released) {
+				t.Errorf("switch off: released\n got  %q\n want %q", got, tc.released)
+			}
+		})
 	}
 }

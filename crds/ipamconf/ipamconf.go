@@ -1,0 +1,113 @@
+// Package ipamconf holds the IPAM switches of spiderpool's spiderpool-conf ConfigMap
+// (enableIPv4, enableIPv6, enableStatefulSet) as nicpool settings: one definition of
+// their flags, which the webhook and ipamd both bind, and one answer to what each
+// switch allows, so that the two never disagree on it.
+//
+// Each switch behaves as spiderpool v1.2.2 has it:
+//
+//   - a disabled IP family is not allocated: the pools of that family an interface
+//     would draw from are left out (spiderpool drops them from its candidates; its
+//     "every enabled family or fail" check is commented out, so an interface that
+//     has pools of the enabled family only gets addresses of that family), and a
+//     SpiderIPPool or SpiderReservedIP of that family is refused at admission;
+//   - with StatefulSet addresses disabled, a StatefulSet's pod is served like any
+//     other: its addresses are released when it goes, and the next pod of its name
+//     gets new ones.
+package ipamconf
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+)
+
+// Switches are the settings. The zero value is spiderpool's chart's default, every
+// switch on: the fields say what is turned off.
+type Switches struct {
+	// NoIPv4 and NoIPv6 turn an IP family off (spiderpool's enableIPv4/enableIPv6 false).
+	NoIPv4, NoIPv6 bool
+	// NoStatefulSet turns StatefulSet addresses off (enableStatefulSet false).
+	NoStatefulSet bool
+}
+
+// Flag names, shared by the webhook and ipamd.
+const (
+	FlagIPv4        = "enable-ipv4"
+	FlagIPv6        = "enable-ipv6"
+	FlagStatefulSet = "enable-stateful-set"
+)
+
+// BindFlags registers the switches' flags on fs.
+func (s *Switches) BindFlags(fs *flag.FlagSet) {
+	fs.Var(off{&s.NoIPv4}, FlagIPv4, "allocate IPv4 addresses (spiderpool-conf's enableIPv4); false leaves out every IPv4 pool an interface would draw from and refuses IPv4 SpiderIPPools and SpiderReservedIPs; give the webhook and every ipamd the same value")
+	fs.Var(off{&s.NoIPv6}, FlagIPv6, "allocate IPv6 addresses (spiderpool-conf's enableIPv6); false leaves out every IPv6 pool an interface would draw from and refuses IPv6 SpiderIPPools and SpiderReservedIPs; give the webhook and every ipamd the same value")
+	fs.Var(off{&s.NoStatefulSet}, FlagStatefulSet, "keep a StatefulSet pod's addresses for the next pod of its name (spiderpool-conf's enableStatefulSet); false serves StatefulSet pods like any other: their addresses are released when they go; give the webhook and every ipamd the same value")
+}
+
+// Validate refuses switches that allocate nothing.
+func (s Switches) Validate() error {
+	if s.NoIPv4 && s.NoIPv6 {
+		return fmt.Errorf("--%s=false and --%s=false: at least one IP family must be enabled", FlagIPv4, FlagIPv6)
+	}
+	return nil
+}
+
+// Family reports whether addresses of the family (v2beta1.IPv4 or IPv6) are allocated.
+func (s Switches) Family(family int64) bool {
+	switch family {
+	case v2beta1.IPv4:
+		return !s.NoIPv4
+	case v2beta1.IPv6:
+		return !s.NoIPv6
+	}
+	return false
+}
+
+// Families keeps the pool lists of the enabled families: the lists of a disabled
+// family come back empty.
+func (s Switches) Families(ipv4, ipv6 []string) ([]string, []string) {
+	if s.NoIPv4 {
+		ipv4 = nil
+	}
+	if s.NoIPv6 {
+		ipv6 = nil
+	}
+	return ipv4, ipv6
+}
+
+// StatefulSets reports whether a StatefulSet pod's addresses are kept for the next
+// pod of its name.
+func (s Switches) StatefulSets() bool { return !s.NoStatefulSet }
+
+// Disabled says why a family is not allocated, naming the flag: for errors.
+func Disabled(family int64) string {
+	flag := FlagIPv4
+	if family == v2beta1.IPv6 {
+		flag = FlagIPv6
+	}
+	return fmt.Sprintf("IPv%d is disabled (--%s=false, spiderpool-conf's enableIPv%d: false)", family, flag, family)
+}
+
+// off is a boolean flag that stores its negation: the flag says "enable", the field
+// says what is off, so that the zero Switches is every switch on.
+type off struct{ p *bool }
+
+func (o off) String() string {
+	if o.p == nil { // the flag package's zero value, for its "(default true)"
+		return "false"
+	}
+	return strconv.FormatBool(!*o.p)
+}
+
+func (o off) Set(v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("want true or false: %w", err)
+	}
+	*o.p = !b
+	return nil
+}
+
+func (o off) IsBoolFlag() bool { return true }
