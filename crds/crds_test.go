@@ -204,6 +204,9 @@ spec:
 			{"ipVersion 5", &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "bad-version"}, Spec: v2beta1.IPPoolSpec{IPVersion: ptr.To(int64(5)), Subnet: "10.9.0.0/16"}}, `spec.ipVersion: Unsupported value: 5`},
 			{"malformed subnet", &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "bad-subnet"}, Spec: v2beta1.IPPoolSpec{Subnet: "10.9.0.0/33"}}, `spec.subnet`},
 			{"subnet with host bits", &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "bad-hostbits"}, Spec: v2beta1.IPPoolSpec{Subnet: "10.9.0.1/16"}}, `subnet must be in canonical form`},
+			// Spelt as netip writes it, as the webhook's defaulter rewrites it: what a
+			// pool written without the webhook must already be.
+			{"subnet not in canonical spelling", &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "bad-spelling"}, Spec: v2beta1.IPPoolSpec{Subnet: "FD00:9::/64"}}, `subnet must be in canonical form`},
 			{"ipVersion not the subnet's family", &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "bad-family"}, Spec: v2beta1.IPPoolSpec{IPVersion: ptr.To(int64(6)), Subnet: "10.9.0.0/16"}}, `ipVersion must match the family of subnet`},
 			{"vlan out of range", &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: "bad-vlan"}, Spec: v2beta1.IPPoolSpec{Subnet: "10.9.0.0/16", Vlan: ptr.To(int64(4095))}}, `spec.vlan`},
 			{"endpoint entry without interface", &v2beta1.SpiderEndpoint{ObjectMeta: metav1.ObjectMeta{Name: "no-nic", Namespace: "default"}, Status: v2beta1.WorkloadEndpointStatus{Current: v2beta1.PodIPAllocation{UID: "u", IPs: []v2beta1.IPAllocationDetail{{IPv4: ptr.To("10.6.0.9/16")}}}}}, `status.current.ips[0].interface`},

@@ -21,9 +21,11 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/crds/scheme"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/coordinator"
 	"github.com/nicpool/nicpool/ipamd/daemon"
 	"github.com/nicpool/nicpool/version"
 	buildinfo "github.com/nicpool/nicpool/version/metric"
@@ -31,8 +33,10 @@ import (
 
 func main() {
 	var (
-		nodeName    = flag.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME, from the downward API's spec.nodeName)")
-		socket      = flag.String("socket", api.DefaultSocketPath, "unix socket the CNI plugin calls")
+		nodeName   = flag.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME, from the downward API's spec.nodeName)")
+		socket     = flag.String("socket", api.DefaultSocketPath, "unix socket the CNI plugin calls")
+		spiderpool = flag.String("spiderpool-socket", "",
+			"unix socket where ipamd answers spiderpool's coordinator CNI plugin in the place of spiderpool's agent (GET "+coordinator.Path+"); coordinator dials "+coordinator.DefaultSocketPath+", as the manifests set it; empty serves nothing there and reads no SpiderCoordinator")
 		namespace   = flag.String("namespace", envOr("POD_NAMESPACE", daemon.DefaultMultusNamespace), "nicpool's namespace, where ipamd keeps its node's heartbeat Lease (nicpool-ipamd-NODE) that kubectl nicpool status reads; $POD_NAMESPACE when set; empty keeps none")
 		metricsAddr = flag.String("metrics-bind-address", ":9271", "address serving Prometheus metrics on /metrics; 0 disables")
 		healthAddr  = flag.String("health-probe-bind-address", ":9272", "address serving /healthz and /readyz; 0 disables")
@@ -48,6 +52,8 @@ func main() {
 	)
 	// RFC 3339 with nanoseconds, the time format of every nicpool log line (the CNI
 	// plugin's too); --zap-time-encoding changes it.
+	var switches ipamconf.Switches
+	switches.BindFlags(flag.CommandLine)
 	opts := zap.Options{TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
 	opts.BindFlags(flag.CommandLine)
 	showVersion := flag.Bool("version", false, "print the version, git revision and Go version, and exit")
@@ -65,8 +71,12 @@ func main() {
 		log.Error(err, "--allocation-order")
 		os.Exit(2)
 	}
+	if err := switches.Validate(); err != nil {
+		log.Error(err, "IP families")
+		os.Exit(2)
+	}
 	multus := annotations.Multus{Namespace: *multusNamespace, ClusterNetwork: *clusterNetwork}
-	if err := run(*nodeName, *socket, *namespace, *metricsAddr, *healthAddr, *pprofAddr, float32(*qps), *burst, allocationOrder, multus); err != nil {
+	if err := run(*nodeName, *socket, *spiderpool, *namespace, *metricsAddr, *healthAddr, *pprofAddr, float32(*qps), *burst, allocationOrder, multus, switches); err != nil {
 		log.Error(err, "ipamd stopped")
 		os.Exit(1)
 	}
@@ -79,7 +89,7 @@ func envOr(key, fallback string) string {
 	return fallback
 }
 
-func run(nodeName, socket, namespace, metricsAddr, healthAddr, pprofAddr string, qps float32, burst int, order allocator.Order, multus annotations.Multus) error {
+func run(nodeName, socket, spiderpoolSocket, namespace, metricsAddr, healthAddr, pprofAddr string, qps float32, burst int, order allocator.Order, multus annotations.Multus, switches ipamconf.Switches) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	cfg, err := ctrl.GetConfig()
@@ -88,7 +98,7 @@ func run(nodeName, socket, namespace, metricsAddr, healthAddr, pprofAddr string,
 	}
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.UserAgent = "nicpool-ipamd/" + nodeName
-	d, err := daemon.New(cfg, daemon.Options{NodeName: nodeName, SocketPath: socket, Scheme: scheme.New(), Log: ctrl.Log.WithName("ipamd"), AllocationOrder: order, Multus: multus, LeaseNamespace: namespace})
+	d, err := daemon.New(cfg, daemon.Options{NodeName: nodeName, SocketPath: socket, SpiderpoolSocketPath: spiderpoolSocket, Scheme: scheme.New(), Log: ctrl.Log.WithName("ipamd"), AllocationOrder: order, Multus: multus, LeaseNamespace: namespace, Switches: switches})
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/nicpool/nicpool/e2e/cluster"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
+	"github.com/nicpool/nicpool/ipamd/coordinator"
 	"github.com/nicpool/nicpool/manifests"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
@@ -43,18 +44,31 @@ func (s *Stack) buildNicpool(ctx context.Context) error {
 	if err := os.MkdirAll(s.binDir, 0o755); err != nil {
 		return err
 	}
-	args := []string{"build", "-o", s.binDir + "/"}
-	for _, c := range nicpoolCommands {
-		args = append(args, "./cmd/"+c)
+	if s.source.Root != "" {
+		// Another checkout (an earlier release's): built as shipped.
+		var pkgs []string
+		for _, c := range nicpoolCommands {
+			pkgs = append(pkgs, "./cmd/"+c)
+		}
+		if err := binaries.GoBuild(s.source, s.binDir, pkgs...); err != nil {
+			return err
+		}
+	} else {
+		// Stamped with the version make build stamps into kubectl-nicpool, so that
+		// `kubectl nicpool version` finds one version in the local cluster.
+		args := []string{"build", "-ldflags=" + binaries.LDFlags(), "-o", s.binDir + "/"}
+		for _, c := range nicpoolCommands {
+			args = append(args, "./cmd/"+c)
+		}
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = testenv.RepoRoot()
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go build nicpool: %w\n%s", err, out.String())
+		}
 	}
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = testenv.RepoRoot()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build nicpool: %w\n%s", err, out.String())
-	}
-	if _, err := binaries.BuildPlugin(s.binDir); err != nil {
+	if _, err := binaries.BuildPluginFrom(s.source, s.binDir); err != nil {
 		return err
 	}
 	for _, p := range cniPlugins {
@@ -109,15 +123,19 @@ func (s *Stack) applyAccess(ctx context.Context) error {
 // same webhook configurations as the manifests, pointed at it on loopback instead of
 // at a Service (there is no kube-proxy here).
 func (s *Stack) startWebhook(ctx context.Context) error {
-	if err := s.applyAccess(ctx); err != nil {
-		return err
-	}
 	port, err := freePort()
 	if err != nil {
 		return err
 	}
 	probe, err := freePort()
 	if err != nil {
+		return err
+	}
+	s.webhookPort, s.webhookProbe = port, probe
+	if s.install != nil {
+		return s.startInstalledWebhook(ctx)
+	}
+	if err := s.applyAccess(ctx); err != nil {
 		return err
 	}
 	mutating, validating := configs.Configurations(configs.Options{})
@@ -133,13 +151,15 @@ func (s *Stack) startWebhook(ctx context.Context) error {
 	if err := s.Client.Create(ctx, validating); err != nil {
 		return err
 	}
-	s.webhookPort, s.webhookProbe = port, probe
 	return s.runWebhook(ctx)
 }
 
 // runWebhook starts the nicpool-webhook process on the ports startWebhook chose and
 // waits until it serves.
 func (s *Stack) runWebhook(ctx context.Context) error {
+	if s.install != nil {
+		return s.runInstalledWebhook(ctx)
+	}
 	port, probe := s.webhookPort, s.webhookProbe
 	kc, err := s.ServiceAccountKubeconfig(configs.DefaultNamespace, webhookServiceAccount)
 	if err != nil {
@@ -230,6 +250,9 @@ func (s *Stack) webhookCAInjected(ctx context.Context) bool {
 // Node, so that the API server's policies know which node it writes for, as with the
 // token the DaemonSet's pod gets.
 func (s *Stack) startIpamd(ctx context.Context, nodeName, dir, runDir string) (*cluster.Process, error) {
+	if s.install != nil {
+		return s.startInstalledIpamd(ctx, nodeName, dir, runDir)
+	}
 	kc, err := s.NodeTokenKubeconfig(ctx, configs.DefaultNamespace, ipamdServiceAccount, nodeName)
 	if err != nil {
 		return nil, err
@@ -238,6 +261,9 @@ func (s *Stack) startIpamd(ctx context.Context, nodeName, dir, runDir string) (*
 	p, err := cluster.StartProcess("nicpool-ipamd "+nodeName, filepath.Join(s.binDir, "nicpool-ipamd"), []string{
 		"--node-name=" + nodeName,
 		"--socket=" + socket,
+		// Where the node's plugins see spiderpool's agent socket (node.SpidernetDir),
+		// which spiderpool's coordinator plugin asks, as the manifests have it.
+		"--spiderpool-socket=" + filepath.Join(dir, "spidernet", "run", filepath.Base(coordinator.DefaultSocketPath)),
 		"--kubeconfig=" + kc,
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
@@ -331,6 +357,22 @@ func (s *Stack) signalIpamd(node string, sig syscall.Signal) error {
 		return fmt.Errorf("%v ipamd on node %s: %w", sig, node, err)
 	}
 	return nil
+}
+
+// IpamdPid is the process id of a node's ipamd, while that process runs: a spec
+// compares it before and after to show ipamd was not restarted, and reads its memory
+// from /proc.
+func (s *Stack) IpamdPid(node string) (int, error) {
+	p, ok := s.ipamd[node]
+	if !ok {
+		return 0, fmt.Errorf("no ipamd on node %s", node)
+	}
+	select {
+	case <-p.Exited():
+		return 0, fmt.Errorf("ipamd on node %s has exited: see %s", node, p.Log)
+	default:
+	}
+	return p.Pid(), nil
 }
 
 // StartIpamd (re)starts a node's ipamd and waits until it serves.

@@ -11,12 +11,15 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
+	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/cluster"
 	"github.com/nicpool/nicpool/e2e/fabric"
 	"github.com/nicpool/nicpool/e2e/kubelet"
 	"github.com/nicpool/nicpool/e2e/node"
 	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 // Options tune a local stack.
@@ -32,6 +35,19 @@ type Options struct {
 	Node NodeKind
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
+	// Install, when set, installs nicpool on the stand-ins' control plane in place
+	// of the stack's own setup (a Helm release, say): it must leave in Namespace the
+	// objects of an installation, the webhook's Deployment nicpool-webhook and
+	// ipamd's DaemonSet nicpool-ipamd among them. The stack then runs
+	// nicpool-webhook and each node's nicpool-ipamd as that Deployment's and
+	// DaemonSet's containers say (arguments, environment, service account), on
+	// loopback ports and the node's socket, and points the installed webhook
+	// configurations at its webhook (stand-ins have no Service routing).
+	Install func(ctx context.Context, s *Stack) error
+	// Namespace is nicpool's namespace: configs.DefaultNamespace when empty.
+	Namespace string
+	// Source is the checkout nicpool's binaries are built from: this one by default.
+	Source binaries.Checkout
 }
 
 // Stack is a running local cluster: control plane, controllers, scheduler, node
@@ -51,6 +67,13 @@ type Stack struct {
 
 	binDir string
 	ipamd  map[string]*cluster.Process
+	// namespace is nicpool's; install and source are Options' (installed.go).
+	namespace string
+	install   func(ctx context.Context, s *Stack) error
+	source    binaries.Checkout
+	// serviceClients are the installed webhook configurations' own client
+	// configurations, put back before an upgrade (installed.go).
+	serviceClients map[string]admissionregistrationv1.WebhookClientConfig
 	// webhookPort and webhookProbe are where nicpool-webhook serves admission and
 	// readiness; kept so that a restarted webhook serves where it is registered.
 	webhookPort, webhookProbe int
@@ -83,7 +106,14 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 	if opts.Node == "" {
 		opts.Node = NodeStandIn
 	}
-	s = &Stack{Dir: opts.Dir, NodeKind: opts.Node, nodeCount: opts.Nodes, out: opts.Out, binDir: testenv.BinDir(), ipamd: map[string]*cluster.Process{}}
+	if opts.Namespace == "" {
+		opts.Namespace = configs.DefaultNamespace
+	}
+	if opts.Install != nil && opts.Node != NodeStandIn {
+		return nil, errors.New("local: Options.Install runs on stand-in nodes only")
+	}
+	s = &Stack{Dir: opts.Dir, NodeKind: opts.Node, nodeCount: opts.Nodes, out: opts.Out, binDir: testenv.BinDir(), ipamd: map[string]*cluster.Process{},
+		namespace: opts.Namespace, install: opts.Install, source: opts.Source}
 	if s.out == nil {
 		s.out = io.Discard
 	}

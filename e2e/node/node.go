@@ -52,7 +52,8 @@ type Config struct {
 	LogDir string
 	// ClusterNetwork is the CNI configuration of the pods' eth0, delegated to by Multus.
 	ClusterNetwork map[string]any
-	// Workers is how many pods are set up or torn down at once (default 3).
+	// Workers is how many pods are set up or torn down at once (default 3);
+	// SetWorkers changes it while the node runs.
 	Workers int
 	Log     logr.Logger
 }
@@ -72,6 +73,11 @@ type Node struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
+	// ctx is what the workers run under; running is how many run, workers how many
+	// should (SetWorkers): a worker over the count stops after its pod.
+	ctx     context.Context
+	running int
+	workers int
 	// partitioned: the node is cut off (Partition); missed are the pods it did not
 	// act on meanwhile.
 	partitioned bool
@@ -96,7 +102,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Workers = 3
 	}
 	n := &Node{cfg: cfg, sandboxes: map[string]*sandbox{}}
-	for _, d := range []string{cfg.Dir, cfg.RunDir, cfg.LogDir, filepath.Join(cfg.Dir, "net.d"), RunDirMount, LogDirMount} {
+	for _, d := range []string{cfg.Dir, cfg.RunDir, cfg.LogDir, filepath.Join(cfg.Dir, "net.d"), RunDirMount, LogDirMount,
+		filepath.Join(n.SpidernetDir(), "run"), filepath.Join(n.SpidernetDir(), "log"), SpidernetRunDirMount, SpidernetLogDirMount} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
@@ -120,6 +127,11 @@ func (n *Node) Name() string { return n.cfg.Name }
 // this host.
 func (n *Node) RunDir() string { return n.cfg.RunDir }
 func (n *Node) LogDir() string { return n.cfg.LogDir }
+
+// SpidernetDir holds what the node's plugins see as /var/run/spidernet (its run
+// subdirectory: spiderpool's agent socket, which the node's ipamd serves) and
+// /var/log/spidernet (its log subdirectory: coordinator's log).
+func (n *Node) SpidernetDir() string { return filepath.Join(n.cfg.Dir, "spidernet") }
 
 // writeMultusConfig writes the Multus thin plugin's configuration: the cluster
 // network as its delegate, secondary networks from NetworkAttachmentDefinitions.
@@ -168,7 +180,7 @@ func (n *Node) writeMultusConfig() error {
 		return err
 	}
 	n.cni = libcni.NewCNIConfigWithCacheDir([]string{n.cfg.BinDir}, filepath.Join(n.cfg.Dir, "cni-cache"),
-		&nodeExec{namespace: n.cfg.Net.Namespace, runDir: n.cfg.RunDir, logDir: n.cfg.LogDir})
+		&nodeExec{namespace: n.cfg.Net.Namespace, runDir: n.cfg.RunDir, logDir: n.cfg.LogDir, spidernetDir: n.SpidernetDir()})
 	return nil
 }
 
@@ -243,12 +255,41 @@ func (n *Node) serve() {
 	n.recorder = n.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: n.cfg.Name})
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
-	for range n.cfg.Workers {
+	n.ctx = ctx
+	n.SetWorkers(n.cfg.Workers)
+}
+
+// SetWorkers sets how many pods the node sets up or tears down at once, and returns
+// the count it replaces. A kubelet gives each pod a worker of its own, so its pods'
+// sandboxes are set up all at once; a stand-in bounds that (Config.Workers), and a
+// spec that needs a kubelet's concurrency raises the bound for a while. Workers over
+// a lowered count stop once their pod is done.
+func (n *Node) SetWorkers(count int) int {
+	n.mu.Lock()
+	previous := n.workers
+	n.workers = max(count, 1)
+	start := n.workers - n.running
+	n.running += max(start, 0)
+	n.mu.Unlock()
+	for range start {
 		n.wg.Go(func() {
-			for n.next(ctx) {
+			for n.next(n.ctx) && !n.retire() {
 			}
 		})
 	}
+	return previous
+}
+
+// retire reports whether a worker that is done with its pod is over the count and
+// stops.
+func (n *Node) retire() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.running > n.workers {
+		n.running--
+		return true
+	}
+	return false
 }
 
 func (n *Node) next(ctx context.Context) bool {

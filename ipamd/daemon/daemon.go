@@ -9,14 +9,20 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -27,6 +33,7 @@ import (
 	"github.com/nicpool/nicpool/crds/annotations"
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/ipamd/server"
@@ -39,8 +46,12 @@ type Options struct {
 	// SocketPath is where the API is served; empty serves nothing (tests call the
 	// service directly or through Handler).
 	SocketPath string
-	Scheme     *runtime.Scheme
-	Log        logr.Logger
+	// SpiderpoolSocketPath is where ipamd answers, in the place of spiderpool's agent,
+	// what spiderpool's coordinator plugin asks (server.SpiderpoolHandler); empty
+	// serves nothing there and reads no SpiderCoordinator.
+	SpiderpoolSocketPath string
+	Scheme               *runtime.Scheme
+	Log                  logr.Logger
 	// AllocationOrder is which free address of a pool an allocation takes
 	// (allocator.NextAfterLast, the zero value, or allocator.Lowest).
 	AllocationOrder allocator.Order
@@ -53,6 +64,8 @@ type Options struct {
 	// LeaseNamespace, when set, is where the daemon keeps its node's heartbeat Lease
 	// (LeaseName) renewed once its caches have synced.
 	LeaseNamespace string
+	// Switches are spiderpool-conf's IPAM switches (service.Service.Switches).
+	Switches ipamconf.Switches
 }
 
 // DefaultMultusNamespace is nicpool's namespace as its manifests install it: where a
@@ -71,6 +84,8 @@ type Daemon struct {
 	fresh    client.Reader
 	records  recordCheck
 	writer   client.Client
+	// discovery says which APIs the cluster serves.
+	discovery discovery.DiscoveryInterface
 	// released is closed once the heartbeat Lease is released after ctx ended.
 	released chan struct{}
 }
@@ -122,12 +137,13 @@ func New(cfg *rest.Config, opts Options) (*Daemon, error) {
 	l := ledger.New(ledger.Options{Node: opts.NodeName, Order: opts.AllocationOrder, Cache: c, Client: writer, Fresh: writer, Log: log.WithName("ledger")})
 	svc := service.New(opts.NodeName, c, writer, writer, l, rec, log)
 	svc.Multus = opts.Multus
+	svc.Switches = opts.Switches
 	if svc.Multus.Namespace == "" {
 		svc.Multus.Namespace = DefaultMultusNamespace
 	}
 	return &Daemon{Service: svc, Cache: c, opts: opts, events: eb, recorder: rec, fresh: writer,
 		records: recordCheck{suspects: map[string]bool{}, reported: map[string]bool{}},
-		writer:  writer, released: make(chan struct{})}, nil
+		writer:  writer, discovery: cs.Discovery(), released: make(chan struct{})}, nil
 }
 
 // Released is closed, once the context of Start has ended, when the heartbeat Lease
@@ -152,7 +168,17 @@ func (d *Daemon) Start(ctx context.Context) (<-chan error, error) {
 			return nil, fmt.Errorf("informer for %T: %w", obj, err)
 		}
 	}
-	done := make(chan error, 2)
+	done := make(chan error, 3)
+	if d.opts.SpiderpoolSocketPath != "" {
+		if err := d.startCoordinatorCaches(ctx); err != nil {
+			return nil, err
+		}
+		l, err := server.Listen(d.opts.SpiderpoolSocketPath)
+		if err != nil {
+			return nil, err
+		}
+		go func() { done <- server.Serve(ctx, l, server.SpiderpoolHandler(d.Service, d.Ready)) }()
+	}
 	if d.opts.SocketPath != "" {
 		l, err := server.Listen(d.opts.SocketPath)
 		if err != nil {
@@ -185,6 +211,44 @@ func (d *Daemon) Start(ctx context.Context) (<-chan error, error) {
 		go d.checkRecords(ctx, interval)
 	}
 	return done, nil
+}
+
+// startCoordinatorCaches starts the informers coordinator's answers are read from:
+// SpiderCoordinators and the cluster's ServiceCIDRs, each only where the API server
+// serves it (a cache of a kind it does not serve would never sync, and ipamd would
+// never be ready for any pod).
+func (d *Daemon) startCoordinatorCaches(ctx context.Context) error {
+	serves := func(gv schema.GroupVersion, resource string) (bool, error) {
+		list, err := d.discovery.ServerResourcesForGroupVersion(gv.String())
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("discover %s: %w", gv, err)
+		}
+		return list != nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == resource }), nil
+	}
+	ok, err := serves(v2beta1.GroupVersion, "spidercoordinators")
+	if err != nil {
+		return err
+	}
+	if ok {
+		if _, err := d.Cache.GetInformer(ctx, &v2beta1.SpiderCoordinator{}); err != nil {
+			return fmt.Errorf("informer for SpiderCoordinators: %w", err)
+		}
+		d.Service.SpiderCoordinators = true
+	} else {
+		d.opts.Log.Info("the API server serves no SpiderCoordinator (its CRD is not installed): coordinator's configuration is refused", "node", d.opts.NodeName)
+	}
+	if ok, err = serves(networkingv1.SchemeGroupVersion, "servicecidrs"); err != nil {
+		return err
+	}
+	if ok {
+		if _, err := d.Cache.GetInformer(ctx, &networkingv1.ServiceCIDR{}); err != nil {
+			return fmt.Errorf("informer for ServiceCIDRs: %w", err)
+		}
+		d.Service.ServiceCIDRs = true
+	} else {
+		d.opts.Log.Info("the cluster serves no networking.k8s.io/v1 ServiceCIDR: coordinator's configuration is refused", "node", d.opts.NodeName)
+	}
+	return nil
 }
 
 // TransformPool is how ipamd caches a pool: without managedFields, and without the

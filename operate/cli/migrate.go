@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/operate/migrate"
 	"github.com/nicpool/nicpool/operate/output"
 )
@@ -27,6 +29,7 @@ func newFromSpiderpoolCommand(o *options) *cobra.Command {
 	var (
 		out                  = newOutput()
 		dryRun, apply, loose bool
+		switches             ipamconf.Switches
 	)
 	cmd := &cobra.Command{
 		Use:   "from-spiderpool (--dry-run | --apply)",
@@ -58,7 +61,11 @@ See docs/migrate-from-spiderpool.md for the whole procedure.`,
 			if err != nil {
 				return err
 			}
-			plan, err := migrate.Run(cmd.Context(), c, migrate.Options{DropUnplaced: loose})
+			given := false
+			for _, f := range []string{ipamconf.FlagIPv4, ipamconf.FlagIPv6, ipamconf.FlagStatefulSet} {
+				given = given || cmd.Flags().Changed(f)
+			}
+			plan, err := migrate.Run(cmd.Context(), c, migrate.Options{DropUnplaced: loose, Switches: switches, SwitchesGiven: given})
 			if err != nil {
 				return err
 			}
@@ -95,6 +102,15 @@ See docs/migrate-from-spiderpool.md for the whole procedure.`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be migrated and what blocks it; write nothing")
 	cmd.Flags().BoolVar(&apply, "apply", false, "migrate")
 	cmd.Flags().BoolVar(&loose, "drop-unplaced", false, "free the addresses of records of running pods that cannot be placed on an interface, instead of refusing")
+	// spiderpool's IPAM switches, read from its spiderpool-conf ConfigMap while it is
+	// there; once helm uninstall has deleted it, from these flags.
+	gofs := flag.NewFlagSet("switches", flag.ContinueOnError)
+	switches.BindFlags(gofs)
+	gofs.VisitAll(func(f *flag.Flag) {
+		f.Usage = "spiderpool-conf's " + map[string]string{ipamconf.FlagIPv4: "enableIPv4", ipamconf.FlagIPv6: "enableIPv6", ipamconf.FlagStatefulSet: "enableStatefulSet"}[f.Name] +
+			", for when that ConfigMap is gone (spiderpool uninstalled); when it is there, it is read and this must agree with it"
+	})
+	cmd.Flags().AddGoFlagSet(gofs)
 	out.addFlag(cmd)
 	return cmd
 }
@@ -121,6 +137,16 @@ func printPlan(out *outputFlags, w io.Writer, plan migrate.Plan) error {
 	}
 	section(w, "Records", notes)
 	section(w, "Pod annotations, written as nicpool's pod webhook would have at creation", podChanges(plan.Pods))
+	source := "no " + migrate.SpiderpoolConf + " ConfigMap found: the switches given to this command"
+	if plan.Switches.Source != "" {
+		source = "read from ConfigMap " + plan.Switches.Source
+	}
+	var switches []string
+	for _, s := range plan.Switches.Settings {
+		switches = append(switches, fmt.Sprintf("%s: %t (%s)", s.Key, s.Value, s.Flag))
+	}
+	section(w, "spiderpool's IPAM switches ("+source+")", switches)
+	section(w, "Install nicpool with these switches", plan.Switches.Install())
 	section(w, "Blocking", problems(plan.Blockers))
 	section(w, "Warnings", problems(plan.Warnings))
 	return nil

@@ -37,7 +37,13 @@ func Run(ctx context.Context, r client.Reader, opts Options) (Plan, error) {
 		return Plan{}, err
 	}
 	plan := Decide(in, opts)
-	plan.admitter = newAdmitter(in)
+	sw, swBlockers, err := ReadSwitches(ctx, r, opts.Switches, opts.SwitchesGiven)
+	if err != nil {
+		return Plan{}, err
+	}
+	plan.Switches = sw
+	plan.Blockers = append(plan.Blockers, swBlockers...)
+	plan.admitter = newAdmitter(in, sw.switches)
 	var podWarnings []Problem
 	plan.Pods, podWarnings = plan.admitter.resolvePods(ctx, in.Pods)
 	plan.Warnings = append(plan.Warnings, podWarnings...)

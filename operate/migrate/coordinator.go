@@ -1,35 +1,88 @@
 package migrate
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/ipamd/coordinator"
 	"github.com/nicpool/nicpool/webhook/admission/views"
 )
 
 // coordinatorType is the CNI type of spiderpool's coordinator plugin.
 const coordinatorType = "coordinator"
 
-// coordinatorChains finds the networks whose CNI chain runs spiderpool's coordinator
-// plugin. coordinator asks spiderpool's agent for its configuration (GET
-// /v1/coordinator/config on the agent's unix socket) on every ADD; nicpool does not
-// serve that endpoint in any of coordinator's modes, so after the migration each new
-// pod of such a network would fail its ADD. The migration says so before it writes.
-func coordinatorChains(nads []nadv1.NetworkAttachmentDefinition) []Problem {
-	var out []Problem
+// coordinatorProblems says, while networks chain spiderpool's coordinator plugin, what
+// nicpool's ipamd would refuse to answer it after the migration (coordinator asks on
+// every ADD and DEL: GET /v1/coordinator/config on spiderpool's agent socket, which
+// ipamd serves): no SpiderCoordinator, one whose spec ipamd refuses
+// (coordinator.Check: the rule ipamd answers by), or a cluster that serves no
+// networking.k8s.io/v1 ServiceCIDR. Each problem names the networks, the object and
+// its fields, and the fix; nothing is said while no network chains coordinator.
+// coords are the cluster's SpiderCoordinators; serviceCIDRs whether it serves
+// ServiceCIDRs.
+func coordinatorProblems(nads []nadv1.NetworkAttachmentDefinition, coords []v2beta1.SpiderCoordinator, serviceCIDRs bool) []Problem {
+	var chained []string
 	for _, n := range nads {
-		if !chainsCoordinator(n.Spec.Config) {
-			continue
+		if chainsCoordinator(n.Spec.Config) {
+			chained = append(chained, qualified(n.Namespace, n.Name))
 		}
-		out = append(out, Problem{
-			Message: fmt.Sprintf("network-attachment-definition %s chains spiderpool's coordinator plugin, which asks spiderpool's agent for its configuration (GET /v1/coordinator/config); nicpool does not serve it in any mode, so every new pod of this network would fail its ADD after the migration", qualified(n.Namespace, n.Name)),
-			Fix:     fmt.Sprintf("remove the %q entry from spec.config's plugins of network-attachment-definition %s (kubectl edit network-attachment-definitions -n %s %s); docs/migrate-from-spiderpool.md", coordinatorType, qualified(n.Namespace, n.Name), n.Namespace, n.Name),
+	}
+	if len(chained) == 0 {
+		return nil
+	}
+	sort.Strings(chained)
+	networks := fmt.Sprintf("network-attachment-definition %s chains", strings.Join(chained, ", "))
+	if len(chained) > 1 {
+		networks = fmt.Sprintf("network-attachment-definitions %s chain", strings.Join(chained, ", "))
+	}
+	networks += " spiderpool's coordinator plugin, which nicpool's ipamd answers (GET " + coordinator.Path + ")"
+	var out []Problem
+	c := coordinator.Pick(coords)
+	if c == nil {
+		return append(out, Problem{
+			Message: networks + ", but there is no SpiderCoordinator to answer from: every new pod of these networks would fail its ADD",
+			Fix:     "create the SpiderCoordinator default with spec.podCIDRType none (docs/migrate-from-spiderpool.md)",
 		})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Message < out[j].Message })
+	if !serviceCIDRs {
+		out = append(out, Problem{
+			Message: networks + ", but the cluster serves no networking.k8s.io/v1 ServiceCIDR (Kubernetes 1.33 and later), where ipamd reads the Service CIDRs coordinator routes through the node: every new pod of these networks would fail its ADD",
+			Fix:     "upgrade the cluster to Kubernetes 1.33 or later, or remove the \"coordinator\" entry from the networks' plugins",
+		})
+	}
+	for _, e := range coordinator.Check(c) {
+		p := Problem{Message: fmt.Sprintf("%s, but nicpool does not serve spidercoordinator %s: %s; every new pod of these networks would fail its ADD", networks, c.Name, e.Error())}
+		if e.Field == "spec.podCIDRType" {
+			p.Fix = podCIDRTypeFix(c)
+		} else {
+			p.Fix = fmt.Sprintf("correct %s (kubectl edit spidercoordinator %s), as spiderpool's webhook would have required", e.Field, c.Name)
+		}
+		out = append(out, p)
+	}
 	return out
+}
+
+// podCIDRTypeFix is the patch that keeps coordinator's routes to the pod CIDRs
+// spiderpool detected (its status.overlayPodCIDR) as hijackCIDR entries, which
+// coordinator routes the same way, with podCIDRType none.
+func podCIDRTypeFix(c *v2beta1.SpiderCoordinator) string {
+	hijack := slices.Clone(c.Spec.HijackCIDR)
+	for _, p := range c.Status.OverlayPodCIDR {
+		if !slices.Contains(hijack, p) {
+			hijack = append(hijack, p)
+		}
+	}
+	if hijack == nil {
+		hijack = []string{}
+	}
+	spec, _ := json.Marshal(map[string]any{"spec": map[string]any{"podCIDRType": v2beta1.PodCIDRTypeNone, "hijackCIDR": hijack}})
+	return fmt.Sprintf("kubectl patch spidercoordinator %s --type merge -p '%s' (the pod CIDRs spiderpool detected, status.overlayPodCIDR, become hijackCIDR entries, which coordinator routes alike; docs/migrate-from-spiderpool.md)", c.Name, spec)
 }
 
 // chainsCoordinator reports whether a CNI network configuration (a single plugin or a

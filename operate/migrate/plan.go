@@ -12,6 +12,7 @@ import (
 
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/ipamd/allocator"
 	"github.com/nicpool/nicpool/ipamd/block"
 )
@@ -170,6 +171,9 @@ type Plan struct {
 	Blockers []Problem `json:"blockers,omitempty"`
 	// Warnings do not stop it.
 	Warnings []Problem `json:"warnings,omitempty"`
+	// Switches are spiderpool-conf's IPAM switches, which nicpool must be installed
+	// with and with which the pods' annotations are decided.
+	Switches Switches `json:"switches"`
 
 	// admitter decides the pods' annotations again when Apply writes them.
 	admitter *admitter
@@ -180,6 +184,11 @@ type Options struct {
 	// DropUnplaced frees the addresses of records that cannot be placed instead of
 	// refusing: for leaked records of running pods that their endpoint does not list.
 	DropUnplaced bool
+	// Switches are spiderpool's IPAM switches as given to the migration (its
+	// --enable-* flags), for when spiderpool-conf is gone; SwitchesGiven says one was
+	// set explicitly, and must then agree with spiderpool-conf when it is there.
+	Switches      ipamconf.Switches
+	SwitchesGiven bool
 }
 
 // Decide places every record of spiderpool's form. It writes nothing.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 	podwebhook "github.com/nicpool/nicpool/webhook/admission/pod"
 	"github.com/nicpool/nicpool/webhook/admission/views"
@@ -42,7 +43,7 @@ type admitter struct {
 // newAdmitter feeds the webhook's admission views from the inputs, as the webhook's
 // informers feed them from the cluster, and returns THE admission decision over them.
 // Nothing is read beyond the inputs.
-func newAdmitter(in Inputs) *admitter {
+func newAdmitter(in Inputs, sw ipamconf.Switches) *admitter {
 	v := views.New(nil)
 	for _, p := range in.Pools {
 		v.Pools.Set(p.Object)
@@ -57,6 +58,8 @@ func newAdmitter(in Inputs) *admitter {
 		v.Networks.Set(&in.Networks[i])
 	}
 	a := &admitter{admission: podwebhook.New(v), excluded: map[string]bool{}}
+	// spiderpool's switches, as nicpool's webhook will run with them.
+	a.admission.Switches = sw
 	// The pods it decides for are running: their controllers were checked when they
 	// were created, and the migration reads no StatefulSets.
 	a.admission.StatefulSets = nil

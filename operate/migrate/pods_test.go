@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nicpool/nicpool/crds/annotations"
+	"github.com/nicpool/nicpool/crds/ipamconf"
 )
 
 // TestResolvePods: the pods the webhook would see get its decision; those it never
@@ -36,7 +37,7 @@ func TestResolvePods(t *testing.T) {
 		},
 		Namespaces: []corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}},
 	}
-	changes, warnings := newAdmitter(in).resolvePods(context.Background(), in.Pods)
+	changes, warnings := newAdmitter(in, ipamconf.Switches{}).resolvePods(context.Background(), in.Pods)
 	want := []PodChange{
 		{Pod: "ns/a", UID: "u-a", Set: map[string]string{annotations.IPPools: `[{"interface":"eth0","ipv4":["v4"]}]`}},
 		{Pod: "ns/single", UID: "u-s", Set: map[string]string{annotations.IPPools: `[{"interface":"eth0","ipv4":["v4"]}]`}},

@@ -8,6 +8,7 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +23,7 @@ import (
 var spiderpoolImages = []string{"spiderpool-agent", "spiderpool-controller"}
 
 // Kinds of spiderpool that nicpool does not serve.
-var unsupportedKinds = []string{"SpiderSubnet", "SpiderMultusConfig", "SpiderCoordinator"}
+var unsupportedKinds = []string{"SpiderSubnet", "SpiderMultusConfig"}
 
 // Preflight finds what must change before --apply may write (spiderpool still
 // running, nicpool's admission policy on pool status already installed, objects that
@@ -52,7 +53,18 @@ func Preflight(ctx context.Context, r client.Reader, in Inputs) (blockers, warni
 		blockers = append(blockers, ownedBySpiderpool("network-attachment-definition", n.Namespace, n.Name, n.OwnerReferences)...)
 	}
 	blockers = append(blockers, virtualMachines(in.Endpoints)...)
-	blockers = append(blockers, coordinatorChains(in.Networks)...)
+	coords := &v2beta1.SpiderCoordinatorList{}
+	if err := r.List(ctx, coords); err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+		return nil, nil, fmt.Errorf("list spidercoordinators: %w", err)
+	}
+	serviceCIDRs := true
+	switch err := r.List(ctx, &networkingv1.ServiceCIDRList{}, client.Limit(1)); {
+	case meta.IsNoMatchError(err), apierrors.IsNotFound(err):
+		serviceCIDRs = false
+	case err != nil:
+		return nil, nil, fmt.Errorf("list servicecidrs: %w", err)
+	}
+	blockers = append(blockers, coordinatorProblems(in.Networks, coords.Items, serviceCIDRs)...)
 	for _, kind := range unsupportedKinds {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(v2beta1.GroupVersion.WithKind(kind + "List"))

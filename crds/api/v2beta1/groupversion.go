@@ -18,9 +18,10 @@ var (
 
 // Kind names, for events, errors and GVKs.
 const (
-	KindSpiderIPPool     = "SpiderIPPool"
-	KindSpiderEndpoint   = "SpiderEndpoint"
-	KindSpiderReservedIP = "SpiderReservedIP"
+	KindSpiderIPPool      = "SpiderIPPool"
+	KindSpiderEndpoint    = "SpiderEndpoint"
+	KindSpiderReservedIP  = "SpiderReservedIP"
+	KindSpiderCoordinator = "SpiderCoordinator"
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
@@ -28,6 +29,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&SpiderIPPool{}, &SpiderIPPoolList{},
 		&SpiderEndpoint{}, &SpiderEndpointList{},
 		&SpiderReservedIP{}, &SpiderReservedIPList{},
+		&SpiderCoordinator{}, &SpiderCoordinatorList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

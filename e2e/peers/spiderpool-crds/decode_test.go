@@ -46,7 +46,8 @@ const nicpoolEndpoint = `{
 // TestSpiderpoolTypesDecodeNicpoolObjects stores nicpool's objects on a real API server
 // with nicpool's CRDs (crds/yaml) and reads them back with spiderpool's Go types, as
 // any client built on them does: the pool's status.allocatedIPs decodes into
-// spiderpool's PoolIPAllocations with every record, and the endpoint keeps its mac.
+// spiderpool's PoolIPAllocations with every record, the endpoint keeps its mac, and a
+// SpiderCoordinator keeps every field with spiderpool's defaults.
 func TestSpiderpoolTypesDecodeNicpoolObjects(t *testing.T) {
 	ctx := context.Background()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
@@ -131,4 +132,38 @@ func TestSpiderpoolTypesDecodeNicpoolObjects(t *testing.T) {
 	if ips := ep.Status.Current.IPs; len(ips) != 1 || ips[0].MAC == nil || *ips[0].MAC != "02:42:ac:11:00:02" || ips[0].NIC != "eth0" {
 		t.Errorf("endpoint as spiderpool's types read it: %+v; want eth0 with its mac kept", ep.Status.Current)
 	}
+
+	// A SpiderCoordinator as spiderpool's chart creates one, written and read back with
+	// spiderpool's types: every field kept, spiderpool's defaults filled in.
+	coord := &spiderpoolv2beta1.SpiderCoordinator{}
+	coord.Name = "default"
+	coord.Spec = spiderpoolv2beta1.CoordinatorSpec{
+		Mode: ptr("auto"), PodCIDRType: ptr("auto"), HijackCIDR: []string{"169.254.0.0/16"},
+		PolicyRoutes: []spiderpoolv2beta1.Route{{Dst: "10.10.0.0/16", Gw: "172.18.0.1"}},
+		PodMACPrefix: ptr("0a:1b"), PodDefaultRouteNIC: ptr("net1"), VethLinkAddress: ptr("169.254.100.1"), VethMTU: ptr(1400),
+	}
+	if err := spider.Create(ctx, coord); err != nil {
+		t.Fatalf("spiderpool's types cannot write a SpiderCoordinator: %v", err)
+	}
+	coord.Status = spiderpoolv2beta1.CoordinatorStatus{Phase: "Synced", OverlayPodCIDR: []string{"10.244.0.0/16"}, ServiceCIDR: []string{"10.96.0.0/12"}}
+	if err := spider.Status().Update(ctx, coord); err != nil {
+		t.Fatalf("spiderpool's controller cannot write a SpiderCoordinator's status: %v", err)
+	}
+	var back spiderpoolv2beta1.SpiderCoordinator
+	if err := spider.Get(ctx, client.ObjectKey{Name: "default"}, &back); err != nil {
+		t.Fatalf("spiderpool's types cannot read nicpool's SpiderCoordinator: %v", err)
+	}
+	s := back.Spec
+	if *s.Mode != "auto" || *s.PodCIDRType != "auto" || len(s.HijackCIDR) != 1 || len(s.PolicyRoutes) != 1 || s.PolicyRoutes[0].Gw != "172.18.0.1" ||
+		*s.PodMACPrefix != "0a:1b" || *s.PodDefaultRouteNIC != "net1" || *s.VethLinkAddress != "169.254.100.1" || *s.VethMTU != 1400 {
+		t.Errorf("SpiderCoordinator spec as spiderpool's types read it: %+v", s)
+	}
+	if s.TunePodRoutes == nil || !*s.TunePodRoutes || s.HostRuleTable == nil || *s.HostRuleTable != 500 || s.PodRPFilter == nil || *s.PodRPFilter != 0 || s.TxQueueLen == nil || *s.TxQueueLen != 0 {
+		t.Errorf("SpiderCoordinator without spiderpool's defaults: %+v", s)
+	}
+	if back.Status.Phase != "Synced" || len(back.Status.OverlayPodCIDR) != 1 || len(back.Status.ServiceCIDR) != 1 {
+		t.Errorf("SpiderCoordinator status as spiderpool's types read it: %+v", back.Status)
+	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -1,6 +1,6 @@
 // Package spiderpoolcrds checks nicpool's CRDs against spiderpool's own, from
 // spiderpool's module (github.com/spidernet-io/spiderpool v1.2.2): every field
-// spiderpool's SpiderIPPool, SpiderEndpoint and SpiderReservedIP accept, nicpool's
+// spiderpool's SpiderIPPool, SpiderEndpoint, SpiderReservedIP and SpiderCoordinator accept, nicpool's
 // accept with the same type, and clients built on spiderpool's Go types decode what
 // nicpool's API server serves.
 package spiderpoolcrds
@@ -26,6 +26,7 @@ var kinds = []string{
 	"spiderpool.spidernet.io_spiderippools.yaml",
 	"spiderpool.spidernet.io_spiderendpoints.yaml",
 	"spiderpool.spidernet.io_spiderreservedips.yaml",
+	"spiderpool.spidernet.io_spidercoordinators.yaml",
 }
 
 // narrower are the places where nicpool's schema refuses a value spiderpool's schema
@@ -39,6 +40,14 @@ var narrower = map[string]string{
 	"spiderippools: .spec.routes[].gw: minLength 1":                               "spiderpool's webhook refuses a route without gw",
 	"spiderendpoints: .status.current.ips[].interface: minLength 1, maxLength 15": "a Linux interface name has 1 to 15 characters: spiderpool fails at ADD on any other",
 	"spiderippools: .spec: x-kubernetes-validations":                              "ipVersion and subnet immutable, subnet canonical, ipVersion of subnet's family: spiderpool's webhook refuses the same",
+	"spidercoordinators: .spec.hijackCIDR: maxItems 64":                           "every coordinator call of every node is answered from the list; spiderpool sets no bound",
+	"spidercoordinators: .spec.policyRoutes: maxItems 64":                         "every coordinator call of every node is answered from the list; spiderpool sets no bound",
+	"spidercoordinators: .spec.hijackCIDR[]: maxLength 64":                        "a CIDR or an address, as spiderpool's webhook requires, is at most 43 characters",
+	"spidercoordinators: .spec.policyRoutes[].dst: maxLength 64":                  "a CIDR or an address, as spiderpool's webhook requires, is at most 43 characters",
+	"spidercoordinators: .spec.policyRoutes[].gw: maxLength 64":                   "an address, as spiderpool's webhook requires, is at most 39 characters",
+	"spidercoordinators: .spec.vethLinkAddress: maxLength 64":                     "an address, as spiderpool's webhook requires, is at most 39 characters",
+	"spidercoordinators: .spec.podMACPrefix: maxLength 64":                        "two bytes, xx:yy, as spiderpool's webhook requires",
+	"spidercoordinators: .spec.podDefaultRouteNIC: maxLength 64":                  "an interface name, at most 15 characters: coordinator fails at ADD on any other",
 }
 
 func repoRoot(t *testing.T) string {
@@ -138,6 +147,9 @@ func (w *walker) compare(path string, theirs, ours *apiextensionsv1.JSONSchemaPr
 	}
 	if ours.MaxLength != nil && (theirs.MaxLength == nil || *ours.MaxLength < *theirs.MaxLength) {
 		limits = append(limits, fmt.Sprintf("maxLength %d", *ours.MaxLength))
+	}
+	if ours.MaxItems != nil && (theirs.MaxItems == nil || *ours.MaxItems < *theirs.MaxItems) {
+		limits = append(limits, fmt.Sprintf("maxItems %d", *ours.MaxItems))
 	}
 	if ours.Minimum != nil && (theirs.Minimum == nil || *ours.Minimum > *theirs.Minimum) {
 		limits = append(limits, fmt.Sprintf("minimum %g", *ours.Minimum))

@@ -21,6 +21,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,6 +59,7 @@ func TestMigrateFromSpiderpool(t *testing.T) {
 	c := suite.env.Client
 	w := spiderpoolWorld(t)
 	before := podAnnotations(t)
+	dir0 := t.TempDir()
 
 	t.Log("a dry run while spiderpool runs: it names what blocks, and writes nothing")
 	out, errOut, code := kubectl(t, "migrate", "from-spiderpool", "--dry-run")
@@ -77,13 +79,34 @@ func TestMigrateFromSpiderpool(t *testing.T) {
 		"pod app/stray: nicpool's admission would refuse it (",
 		"gone-pool",
 		"fix: correct its owner's pod template, then, once nicpool runs: kubectl delete pod -n app stray",
+		"network-attachment-definition app/macvlan-coordinator chains spiderpool's coordinator plugin, which nicpool's ipamd answers (GET /v1/coordinator/config), but nicpool does not serve spidercoordinator default: spec.podCIDRType",
+		`fix: kubectl patch spidercoordinator default --type merge -p '{"spec":{"hijackCIDR":["169.254.0.0/16","10.244.0.0/16"],"podCIDRType":"none"}}'`,
 	} {
 		g.Expect(out).To(ContainSubstring(want))
 	}
+	g.Expect(out).NotTo(ContainSubstring("app/macvlan chains"), "a network without coordinator blocks nothing")
 	g.Expect(out).NotTo(ContainSubstring("app/plain:"), "a pod without pool annotations keeps its annotations: its namespace's defaults serve it")
 
+	t.Log("the SpiderCoordinator patched as the dry run says: coordinator keeps its routes, and blocks no more")
+	shell(t, dir0, `kubectl patch spidercoordinator default --type merge -p '{"spec":{"hijackCIDR":["169.254.0.0/16","10.244.0.0/16"],"podCIDRType":"none"}}'`)
+	out, _, _ = kubectl(t, "migrate", "from-spiderpool", "--dry-run")
+	g.Expect(out).NotTo(ContainSubstring("spec.podCIDRType"))
+	if servesServiceCIDRs(t) {
+		g.Expect(out).NotTo(ContainSubstring("coordinator"))
+	} else {
+		// Kubernetes before 1.33 (make test-floor's 1.31): ipamd would have no Service
+		// CIDRs to tell coordinator, and the dry run says so; the network goes, as its fix
+		// says, so that the migration can go on.
+		g.Expect(out).To(ContainSubstring("app/macvlan-coordinator chains spiderpool's coordinator plugin, which nicpool's ipamd answers (GET /v1/coordinator/config), but the cluster serves no networking.k8s.io/v1 ServiceCIDR"))
+		coordNAD := &unstructured.Unstructured{}
+		coordNAD.SetGroupVersionKind(schema.GroupVersionKind{Group: "k8s.cni.cncf.io", Version: "v1", Kind: "NetworkAttachmentDefinition"})
+		coordNAD.SetNamespace(appNS)
+		coordNAD.SetName("macvlan-coordinator")
+		g.Expect(c.Delete(ctx, coordNAD)).To(Succeed())
+	}
+
 	t.Log("the runbook's backup holds spiderpool's records")
-	dir := t.TempDir()
+	dir := dir0
 	shell(t, dir, "kubectl get spiderippools,spiderendpoints,spiderreservedips -A -o yaml > spiderpool-backup.yaml")
 	backup, err := os.ReadFile(filepath.Join(dir, "spiderpool-backup.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -222,7 +245,7 @@ func TestMigrateFromSpiderpool(t *testing.T) {
 	g.Expect(code).To(Equal(0))
 
 	t.Log("the CRDs of the kinds nicpool does not serve go; the NAD and nicpool's objects stay")
-	shell(t, dir, "kubectl delete crd spidersubnets.spiderpool.spidernet.io spidermultusconfigs.spiderpool.spidernet.io spidercoordinators.spiderpool.spidernet.io")
+	shell(t, dir, "kubectl delete crd spidersubnets.spiderpool.spidernet.io spidermultusconfigs.spiderpool.spidernet.io")
 	nad := &unstructured.Unstructured{}
 	nad.SetGroupVersionKind(schema.GroupVersionKind{Group: "k8s.cni.cncf.io", Version: "v1", Kind: "NetworkAttachmentDefinition"})
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: appNS, Name: "macvlan"}, nad)).To(Succeed())
@@ -238,6 +261,17 @@ func TestMigrateFromSpiderpool(t *testing.T) {
 			g.Expect(doc).To(ContainElement(cmd), "the runbook shows every migration command and every plain kubectl command the test ran")
 		}
 	}
+}
+
+// servesServiceCIDRs reports whether the API server serves networking.k8s.io/v1
+// ServiceCIDRs (Kubernetes 1.33 and later).
+func servesServiceCIDRs(t *testing.T) bool {
+	t.Helper()
+	ok, err := suite.env.Serves(networkingv1.SchemeGroupVersion, "servicecidrs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
 }
 
 // spiderpoolWorld creates what a cluster running spiderpool holds: three pools with
@@ -266,6 +300,20 @@ func spiderpoolWorld(t *testing.T) *world {
 	nad.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "spiderpool.spidernet.io/v2beta1", Kind: "SpiderMultusConfig", Name: "macvlan", UID: smc.GetUID(), Controller: ptr.To(true)}})
 	nad.Object["spec"] = map[string]any{"config": networkConfig()}
 	g.Expect(c.Create(ctx, nad)).To(Succeed())
+	// A network that chains spiderpool's coordinator, and the SpiderCoordinator
+	// spiderpool's chart creates, as its controller left it.
+	coordNAD := &unstructured.Unstructured{}
+	coordNAD.SetGroupVersionKind(nad.GroupVersionKind())
+	coordNAD.SetNamespace(appNS)
+	coordNAD.SetName("macvlan-coordinator")
+	coordNAD.Object["spec"] = map[string]any{"config": `{"cniVersion":"0.3.1","name":"macvlan-coordinator","plugins":[{"type":"macvlan","master":"` + parent + `","ipam":{"type":"spiderpool"}},{"type":"coordinator"}]}`}
+	g.Expect(c.Create(ctx, coordNAD)).To(Succeed())
+	coord := &unstructured.Unstructured{}
+	coord.SetGroupVersionKind(v2beta1.GroupVersion.WithKind("SpiderCoordinator"))
+	coord.SetName("default")
+	coord.Object["spec"] = map[string]any{"mode": "auto", "podCIDRType": "auto", "hijackCIDR": []any{"169.254.0.0/16"}, "tunePodRoutes": true, "hostRuleTable": int64(500), "podRPFilter": int64(0), "txQueueLen": int64(0)}
+	coord.Object["status"] = map[string]any{"phase": "Synced", "overlayPodCIDR": []any{"10.244.0.0/16"}, "serviceCIDR": []any{"10.96.0.0/12"}}
+	g.Expect(c.Create(ctx, coord)).To(Succeed())
 
 	set := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: "db"},
