@@ -83,6 +83,24 @@ func TestSpiderpoolE2E(t *testing.T) {
 	if err := applyFixtures(ctx, c, "fixtures.yaml"); err != nil {
 		t.Fatal(err)
 	}
+	if err := removeLeftovers(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	// The NADs of the specs' SpiderMultusConfigs (multusconfig.go), while they run.
+	if err := installMultusConfigCRD(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	watcher, err := client.NewWithWatch(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	smcCtx, stopSMC := context.WithCancel(ctx)
+	smcDone := make(chan struct{})
+	go func() {
+		defer close(smcDone)
+		serveMultusConfigs(smcCtx, watcher, t.Logf)
+	}()
+	defer func() { stopSMC(); <-smcDone }()
 	nodes := &corev1.NodeList{}
 	if err := c.List(ctx, nodes); err != nil {
 		t.Fatal(err)
