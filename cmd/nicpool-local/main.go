@@ -13,6 +13,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/go-logr/logr/funcr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/nicpool/nicpool/e2e/local"
 )
 
@@ -44,6 +47,10 @@ func main() {
 		return
 	}
 	_ = flag.CommandLine.Parse(os.Args[2:])
+	// controller-runtime's clients report the API server's warnings (a deprecated
+	// field, a finalizer name) through its logger; without one set it prints a
+	// goroutine's stack in the middle of `make up`'s output. A warning is one line.
+	ctrllog.SetLogger(funcr.New(func(_, args string) { fmt.Fprintln(os.Stderr, args) }, funcr.Options{}))
 	dir, err := filepath.Abs(*state)
 	if err != nil {
 		fail(err)

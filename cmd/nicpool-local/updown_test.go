@@ -48,6 +48,9 @@ func TestUpAndDown(t *testing.T) {
 	}
 	pid := backgroundPid(t, up)
 	checkShown(t, "make up", shown["make up"], up)
+	if strings.Contains(up, "goroutine ") {
+		t.Errorf("make up printed a goroutine's stack:\n%s", up)
+	}
 	if again, err := verb("up"); err == nil || !strings.Contains(again, "already running (pid "+strconv.Itoa(pid)+")") {
 		t.Errorf("a second make up while the cluster runs: want it refused naming pid %d, got err %v:\n%s", pid, err, again)
 	}

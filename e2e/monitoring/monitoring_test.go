@@ -56,8 +56,10 @@ var timeline = []phase{
 		[]string{"NicpoolWebhookDown", "NicpoolNoCapacityPublisher"}},
 	{"certificate-expiring", 160 * time.Minute, 190 * time.Minute, "a webhook elected again, serving a certificate valid for 10 days; the tiny pool with an address free",
 		[]string{"NicpoolWebhookCertificateExpiring"}},
-	{"ipamd-missing", 190 * time.Minute, 220 * time.Minute, "the node's ipamd stopped while its pods run",
-		[]string{"NicpoolIpamdMissing", "NicpoolWebhookCertificateExpiring"}},
+	{"ipamd-unscraped", 190 * time.Minute, 220 * time.Minute, "ipamd running and ready, but no ipamd target scraped (its PodMonitor not selected)",
+		[]string{"NicpoolIpamdNotScraped", "NicpoolWebhookCertificateExpiring"}},
+	{"ipamd-missing", 220 * time.Minute, 250 * time.Minute, "the node's ipamd stopped while its pods run (its target's scrapes failing)",
+		[]string{"NicpoolIpamdMissing", "NicpoolIpamdNotScraped", "NicpoolWebhookCertificateExpiring"}},
 }
 
 // epoch is the start of the simulated timeline, set so that it ends now: the

@@ -194,6 +194,12 @@ func play(t *testing.T, s *stack) recording {
 		t.Fatalf("nicpool_webhook_certificate_expiry_timestamp_seconds = %v, want one series 10 days from now (%v)", expiry, now+10*86400)
 	}
 
+	// ipamd runs and is ready, but Prometheus has no target for it (its PodMonitor
+	// is not selected): the allocation alerts have nothing to read.
+	s.ipamdUnscraped = true
+	r["ipamd-unscraped"] = s.scrape(t)
+	s.ipamdUnscraped = false
+
 	// The node's ipamd stops while its pods run.
 	s.ipamd.proc.Stop(30 * time.Second)
 	r["ipamd-missing"] = s.scrape(t)
@@ -309,10 +315,14 @@ func (s *stack) remove(t *testing.T, p *corev1.Pod) {
 
 // targets are what the simulated Prometheus scrapes now.
 func (s *stack) targets() []*target {
-	if s.webhook == nil {
-		return []*target{s.ipamd}
+	var out []*target
+	if s.webhook != nil {
+		out = append(out, s.webhook)
 	}
-	return []*target{s.webhook, s.ipamd}
+	if !s.ipamdUnscraped {
+		out = append(out, s.ipamd)
+	}
+	return out
 }
 
 // scrape reads the binaries' metrics, each sample with its target's labels, and

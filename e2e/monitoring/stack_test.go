@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +36,10 @@ type stack struct {
 	webhookPort string
 	webhook     *target
 	ipamd       *target
-	socket      *api.Client
+	// ipamdUnscraped: Prometheus has no ipamd target (its PodMonitor not selected)
+	// while ipamd runs.
+	ipamdUnscraped bool
+	socket         *api.Client
 	// running are the pods of appNamespace that run: their ADD succeeded and they
 	// were not removed (what kube-state-metrics would report as phase Running).
 	running map[string]bool
@@ -120,37 +122,14 @@ func stopAtCleanup(t *testing.T, p *binaries.Process) {
 // the caBundle to be injected too.
 func (s *stack) startWebhook(t *testing.T, pod string, leads bool, more ...string) *target {
 	t.Helper()
-	health, err := binaries.FreeAddr()
+	w, err := binaries.StartWebhook(s.bin.Webhook, s.env.Kubeconfig, t.TempDir(), binaries.WebhookOptions{
+		Name: "nicpool-webhook " + pod, Port: s.webhookPort,
+		Args: append([]string{"--gc-interval=2s", "--gc-min-age=1s", "--gc-terminating-grace=1s"}, more...),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	metrics, err := binaries.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certs := filepath.Join(dir, "certs")
-	if err := os.MkdirAll(certs, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	runtimeEnv, err := binaries.DeployedEnv("webhook")
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{
-		"--kubeconfig=" + s.env.Kubeconfig,
-		"--namespace=" + configs.DefaultNamespace,
-		"--self-managed-certs", "--cert-extra-dns-names=localhost", "--cert-dir=" + certs,
-		"--webhook-host=127.0.0.1", "--webhook-port=" + s.webhookPort,
-		"--health-probe-bind-address=" + health,
-		"--metrics-bind-address=" + metrics,
-		"--leader-elect",
-		"--gc-interval=2s", "--gc-min-age=1s", "--gc-terminating-grace=1s",
-	}, more...)
-	p, err := binaries.Start("nicpool-webhook "+pod, s.bin.Webhook, runtimeEnv, filepath.Join(dir, "webhook.log"), args...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, health, metrics := w.Process, w.Health, w.Metrics
 	stopAtCleanup(t, p)
 	err = p.WaitFor("to be ready and its CA injected", startTimeout, func(ctx context.Context) error {
 		if err := binaries.HTTPOK(ctx, "http://"+health+"/readyz"); err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"hash/fnv"
+	"net/netip"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -47,9 +48,10 @@ violation it prints the command that repairs it, or says why none can.
 			} else if len(vs) == 0 {
 				fmt.Fprintln(o.streams.Out, "No violations.")
 			} else {
+				twice := inTwoPools(vs)
 				for _, v := range vs {
 					fmt.Fprintln(o.streams.Out, v.Message)
-					if fix := repairOf(v); fix != "" {
+					if fix := repairOf(v, twice); fix != "" {
 						fmt.Fprintln(o.streams.Out, "    repair: "+fix)
 					}
 				}
@@ -66,8 +68,9 @@ violation it prints the command that repairs it, or says why none can.
 
 func violationsList(vs []invariants.Violation, at metav1.Time) *output.ViolationList {
 	items := make([]output.Violation, len(vs))
+	twice := inTwoPools(vs)
 	for i, v := range vs {
-		items[i] = output.Violation{ObjectMeta: metav1.ObjectMeta{Name: violationName(v), CreationTimestamp: at}, Status: v, Repair: repairOf(v)}
+		items[i] = output.Violation{ObjectMeta: metav1.ObjectMeta{Name: violationName(v), CreationTimestamp: at}, Status: v, Repair: repairOf(v, twice)}
 	}
 	return output.NewList[output.Violation](output.KindViolation, items)
 }
@@ -96,14 +99,31 @@ func addrString(v invariants.Violation) string {
 	return v.Address.String()
 }
 
+// inTwoPools are the addresses recorded in more than one pool: release judges every
+// record of an address, so each of these is released with --pool.
+func inTwoPools(vs []invariants.Violation) map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	for _, v := range vs {
+		if v.Kind == invariants.InTwoPools {
+			out[v.Address] = true
+		}
+	}
+	return out
+}
+
 // repairOf is the command that repairs a violation, or says exactly why none can
-// and what to do instead; every kind of violation has one.
-func repairOf(v invariants.Violation) string {
+// and what to do instead; every kind of violation has one. twice are the addresses
+// recorded in two pools (inTwoPools).
+func repairOf(v invariants.Violation, twice map[netip.Addr]bool) string {
 	addr := addrString(v)
 	ns, name, _ := strings.Cut(v.Pod, "/")
 	who := "kubectl nicpool who " + addr
 	switch v.Kind {
 	case invariants.RecordGone:
+		if twice[v.Address] {
+			// The other pool's record may be a live pod's: judge this one alone.
+			return "kubectl nicpool release " + addr + " --pool " + v.Pool + " --force"
+		}
 		return "kubectl nicpool release " + addr + " --force"
 	case invariants.EndpointGone:
 		en, ename, _ := strings.Cut(v.Endpoint, "/")
@@ -112,8 +132,10 @@ func repairOf(v invariants.Violation) string {
 		return fmt.Sprintf("kubectl nicpool record %s --force: no record holds %s, so another pod may be given it; record writes the record for pod %s, which uses it, or says why it cannot (then kubectl delete pod -n %s %s, and its next incarnation gets a recorded address)", addr, addr, v.Pod, ns, name)
 	case invariants.EndpointMismatch, invariants.EndpointOtherPod:
 		return fmt.Sprintf("%s shows the pod the record names; when that pod is gone, kubectl nicpool release %s --force frees it; when it is live, two pods use %s: delete pod %s (kubectl delete pod -n %s %s) and it gets an address of its own", who, addr, addr, v.Pod, ns, name)
-	case invariants.InTwoPools, invariants.TwoAddresses:
-		return fmt.Sprintf("%s shows each record; kubectl nicpool release ADDRESS --force frees the one whose pod is gone; with both pods live, delete one of them (kubectl delete pod -n NAMESPACE NAME)", who)
+	case invariants.InTwoPools:
+		return fmt.Sprintf("%s shows each record and its pod; kubectl nicpool release %s --pool POOL --force frees the record of pool POOL once its pod is gone (the other pool's record is kept); when both pods are live, two pods use %s: delete one of them (kubectl delete pod -n NAMESPACE NAME) and it gets an address of its own", who, addr, addr)
+	case invariants.TwoAddresses:
+		return fmt.Sprintf("both records are pod %s's (kubectl nicpool pod %s shows the one its SpiderEndpoint lists); release refuses a live pod's records: delete the pod (kubectl delete pod -n %s %s) and nicpool releases them, its next incarnation getting one address per interface and family (a StatefulSet pod keeps the one its endpoint lists and the garbage collector releases the other); once the pod is gone, kubectl nicpool release ADDRESS --force frees each", v.Pod, v.Pod, ns, name)
 	case invariants.NoInterface, invariants.NoPodUID:
 		return fmt.Sprintf("cannot be repaired automatically: nicpool never writes such a record (it was written by hand or by another tool); %s shows its pod, and kubectl nicpool release %s --force frees it once that pod is gone", who, addr)
 	case invariants.EndpointInterface, invariants.EndpointMalformed:

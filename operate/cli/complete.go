@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
@@ -91,6 +92,27 @@ func completeNamespaces(o *options) cobra.CompletionFunc {
 		for _, n := range nss.Items {
 			if strings.HasPrefix(n.Name, toComplete) {
 				out = append(out, n.Name)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completePools completes a pool's name (release --pool), with its subnet.
+func completePools(o *options) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		c, err := o.client()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
+		}
+		var pools v2beta1.SpiderIPPoolList
+		if err := c.List(cmd.Context(), &pools, client.Limit(maxCompletions)); err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
+		}
+		var out []cobra.Completion
+		for _, p := range pools.Items {
+			if strings.HasPrefix(p.Name, toComplete) {
+				out = append(out, cobra.CompletionWithDesc(p.Name, p.Spec.Subnet))
 			}
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp

@@ -69,6 +69,11 @@ func TestCompletion(t *testing.T) {
 
 	nss, _ := completions(t, "pod", "-n", "comp")
 	g.Expect(nss).To(ConsistOf(ns))
+
+	pools, _ := completions(t, "release", addr, "--pool", "complete-")
+	g.Expect(pools).To(ConsistOf("complete-v4"))
+	out, _, _ = kubectl(t, "__complete", "release", addr, "--pool", "complete-")
+	g.Expect(out).To(ContainSubstring("complete-v4\t10.39.0.0/16"), "with its subnet")
 }
 
 // kubectl (1.26 and later) completes `kubectl nicpool <TAB>` by running

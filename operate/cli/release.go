@@ -28,9 +28,10 @@ func newReleaseCommand(o *options) *cobra.Command {
 		dryRun      bool
 		reports     []string
 		minInterval time.Duration
+		pool        string
 	)
 	cmd := &cobra.Command{
-		Use:   "release (ADDRESS | --from-report REPORT...) --force",
+		Use:   "release (ADDRESS [--pool POOL] | --from-report REPORT...) --force",
 		Short: "Free an address whose holder is gone, finished, or terminating past its grace period",
 		Long: `Removes the allocation record of ADDRESS, through nicpool's ledger, when no pod can
 still use the address: its pod is gone, has finished, or is terminating past its grace
@@ -39,12 +40,15 @@ the addresses of terminating pods). It refuses, writing nothing and saying why, 
 the pod is live, within its grace period, or a StatefulSet ordinal that will come back
 for the address. --force is required: the address is freed without the CNI plugin
 removing it from the pod's interface. --dry-run says what it would do and writes
-nothing.
+nothing. --pool judges and releases only the address's record in that pool: for an
+address recorded in two pools, the record whose pod is gone is freed while the
+other pool's live pod keeps its own.
 
 --from-report reads reports of kubectl nicpool check -o json and releases every
 address that every report, and a check run now, find held by a pod that is gone,
 provided the earliest report is --min-interval older than now: an address a record
-holds for a moment while its pod starts or stops is in one report, not in all.`,
+holds for a moment while its pod starts or stops is in one report, not in all. Each
+is released in the pool the reports name.`,
 		Example: `  kubectl nicpool release 10.6.0.12 --force
   kubectl nicpool release 10.6.0.12 --dry-run
   kubectl nicpool check -o json > report.json
@@ -59,18 +63,21 @@ holds for a moment while its pod starts or stops is in one report, not in all.`,
 			if (len(reports) > 0) == (len(args) > 0) || len(args) > 1 {
 				return errors.New("give one ADDRESS, or --from-report REPORT (not both)")
 			}
-			var addrs []netip.Addr
+			if pool != "" && len(reports) > 0 {
+				return errors.New("--pool goes with ADDRESS; --from-report releases each address in the pool the reports name")
+			}
+			var addrs []pooledAddr
 			if len(args) == 1 {
 				addr, err := addressArg(args[0])
 				if err != nil {
 					return err
 				}
-				addrs = append(addrs, addr.Unmap())
+				addrs = append(addrs, pooledAddr{addr.Unmap(), pool})
 			}
 			if !force && !dryRun {
 				what := "the addresses of the reports"
 				if len(addrs) == 1 {
-					what = addrs[0].String()
+					what = addrs[0].addr.String()
 				}
 				return fmt.Errorf("release frees %s without the CNI plugin removing it from an interface: give --force, or --dry-run to see what it would do (kubectl nicpool who ADDRESS shows a holder)", what)
 			}
@@ -88,8 +95,9 @@ holds for a moment while its pod starts or stops is in one report, not in all.`,
 			}
 			var all []repair.Decision
 			var why []string
-			for _, addr := range addrs {
-				ds, err := repair.Release(cmd.Context(), c, addr, o.now(), logr.Discard(), repair.Options{DryRun: dryRun})
+			for _, pa := range addrs {
+				addr := pa.addr
+				ds, err := repair.Release(cmd.Context(), c, addr, o.now(), logr.Discard(), repair.Options{DryRun: dryRun, Pool: pa.pool})
 				if errors.Is(err, inspect.ErrNotAllocated) {
 					if len(addrs) == 1 {
 						return &Finding{Msg: err.Error()}
@@ -124,9 +132,9 @@ holds for a moment while its pod starts or stops is in one report, not in all.`,
 			if len(why) > 0 {
 				if len(addrs) == 1 {
 					for i := range why {
-						why[i] = strings.TrimPrefix(why[i], addrs[0].String()+" in ")
+						why[i] = strings.TrimPrefix(why[i], addrs[0].addr.String()+" in ")
 					}
-					return findingf("refused to release %s, nothing was written: %s", addrs[0], strings.Join(why, "; "))
+					return findingf("refused to release %s, nothing was written: %s", addrs[0].addr, strings.Join(why, "; "))
 				}
 				return findingf("refused, writing nothing for these: %s", strings.Join(why, "; "))
 			}
@@ -137,13 +145,21 @@ holds for a moment while its pod starts or stops is in one report, not in all.`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would be released and what refused; write nothing")
 	cmd.Flags().StringArrayVar(&reports, "from-report", nil, "a report of kubectl nicpool check -o json (repeat for more): release what every report and a check now find held by a gone pod")
 	cmd.Flags().DurationVar(&minInterval, "min-interval", 5*time.Minute, "with --from-report: how much older than now the earliest report must be")
+	cmd.Flags().StringVar(&pool, "pool", "", "judge and release only the address's record in this pool (an address recorded in two pools)")
+	_ = cmd.RegisterFlagCompletionFunc("pool", completePools(o))
 	out.addFlag(cmd)
 	return cmd
 }
 
+// pooledAddr is an address to release, in pool when it is set.
+type pooledAddr struct {
+	addr netip.Addr
+	pool string
+}
+
 // fromReports returns the addresses every report and a check run now find held by a
-// pod that is gone (RecordGone, matched by the violation's name).
-func fromReports(cmd *cobra.Command, o *options, paths []string, minInterval time.Duration) ([]netip.Addr, error) {
+// pod that is gone (RecordGone, matched by the violation's name), each with its pool.
+func fromReports(cmd *cobra.Command, o *options, paths []string, minInterval time.Duration) ([]pooledAddr, error) {
 	now := o.now()
 	earliest := now
 	var seen map[string]int
@@ -187,13 +203,18 @@ func fromReports(cmd *cobra.Command, o *options, paths []string, minInterval tim
 	if err != nil {
 		return nil, err
 	}
-	var addrs []netip.Addr
+	var addrs []pooledAddr
 	for _, v := range vs {
 		if v.Kind == invariants.RecordGone && seen[violationName(v)] == len(paths) {
-			addrs = append(addrs, v.Address)
+			addrs = append(addrs, pooledAddr{v.Address, v.Pool})
 		}
 	}
-	sort.Slice(addrs, func(i, j int) bool { return addrs[i].Less(addrs[j]) })
+	sort.Slice(addrs, func(i, j int) bool {
+		if addrs[i].addr != addrs[j].addr {
+			return addrs[i].addr.Less(addrs[j].addr)
+		}
+		return addrs[i].pool < addrs[j].pool
+	})
 	return addrs, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
@@ -112,7 +113,8 @@ func TestCheckCatchesAHandCorruptedPool(t *testing.T) {
 	t.Logf("kubectl nicpool check\n%s%s", out, errOut)
 	g.Expect(code).To(Equal(cli.ExitFinding))
 	g.Expect(out).To(ContainSubstring(fmt.Sprintf("I4: check-v4/%s is held by pod %s/ghost UID ghost-uid, which is gone\n    repair: kubectl nicpool release %s --force\n", ghost, ns, ghost)))
-	g.Expect(out).To(ContainSubstring(fmt.Sprintf("IPBlock %s: status.allocated is 1 but 2 addresses are recorded", blk.Name)))
+	g.Expect(out).To(ContainSubstring(fmt.Sprintf("IPBlock %s: status.allocated is 1 but 2 addresses are recorded\n    repair: cannot be repaired automatically: IPBlock %s was written by hand; releasing any of its addresses (kubectl nicpool release ADDRESS --force) writes it again with counts that agree", blk.Name, blk.Name)),
+		"every violation comes with its repair line")
 	g.Expect(errOut).To(MatchRegexp(`error: \d+ violations`))
 	vs, err := invariants.Violations(ctx, env.Client, invariants.Options{Converged: true})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -220,4 +222,95 @@ func TestReleaseFromReports(t *testing.T) {
 	_, errOut, code = kubectl(t, "release", "--from-report", dir+"/pools.json", "--force")
 	g.Expect(code).To(Equal(cli.ExitError))
 	g.Expect(errOut).To(ContainSubstring(`kind "PoolUsageList": want nicpool.io/v1alpha1 ViolationList`))
+}
+
+// An address recorded in two pools (pools that overlap, made without the webhook),
+// one record a live pod's and the other a gone pod's: check's repair names the pool,
+// release of the address alone refuses for the live pod, and release --pool frees the
+// gone pod's record while the live pod keeps its own.
+func TestReleaseOnePoolOfAnAddressInTwoPools(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "twins")
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("twin-a", "10.36.0.0/24", []string{"10.36.0.10"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("twin-b", "10.36.0.0/24", []string{"10.36.0.10"}))
+	live := runPod(t, ns, "live", nic{name: "eth0", v4: "twin-a"})
+	gone := runPod(t, ns, "gone", nic{name: "eth0", v4: "twin-b"})
+	const addr = "10.36.0.10"
+	g.Expect(endpointAddr(t, live, "eth0", 4)).To(Equal(addr))
+	g.Expect(endpointAddr(t, gone, "eth0", 4)).To(Equal(addr))
+	g.Expect(env.Client.Delete(ctx, gone, client.GracePeriodSeconds(0))).To(Succeed())
+
+	out, errOut, code := kubectl(t, "check")
+	t.Logf("kubectl nicpool check\n%s%s", out, errOut)
+	g.Expect(code).To(Equal(cli.ExitFinding))
+	g.Expect(out).To(ContainSubstring("I3: " + addr + " is allocated in pool "))
+	g.Expect(out).To(ContainSubstring("release " + addr + " --pool POOL --force frees the record of pool POOL once its pod is gone"))
+	g.Expect(out).To(ContainSubstring(fmt.Sprintf("I4: twin-b/%s is held by pod %s/gone UID %s, which is gone\n    repair: kubectl nicpool release %s --pool twin-b --force\n", addr, ns, gone.UID, addr)))
+
+	_, errOut, code = kubectl(t, "release", addr, "--force")
+	g.Expect(code).To(Equal(cli.ExitFinding), "the live pod's record is judged too")
+	g.Expect(errOut).To(ContainSubstring(fmt.Sprintf("pool twin-a: pod %s/live (UID %s) is live", ns, live.UID)))
+
+	_, errOut, code = kubectl(t, "release", addr, "--pool", "twin-c", "--force")
+	g.Expect(code).To(Equal(cli.ExitFinding))
+	g.Expect(errOut).To(ContainSubstring("not allocated in pool twin-c"))
+
+	out, errOut, code = kubectl(t, "release", addr, "--pool", "twin-b", "--force")
+	g.Expect(code).To(Equal(0), "%s%s", out, errOut)
+	g.Expect(out).To(Equal(fmt.Sprintf("released %s of pool twin-b, held by pod %s/gone (UID %s) interface eth0 (gone (no pod %s/gone))\n", addr, ns, gone.UID, ns)))
+
+	var hs []inspect.Holding
+	g.Expect(kubectlJSON(t, &hs, "who", addr)).To(Equal(0))
+	g.Expect(hs).To(ConsistOf(And(HaveField("Pool", "twin-a"), HaveField("PodUID", string(live.UID)))), "the live pod keeps its record")
+	// No garbage collector runs here: the gone pod's endpoint is deleted as check's
+	// repair of it says a cluster admin does.
+	out, _, _ = kubectl(t, "check")
+	g.Expect(out).To(ContainSubstring(fmt.Sprintf("kubectl delete spiderendpoint -n %s gone", ns)))
+	g.Expect(env.Client.Delete(ctx, &v2beta1.SpiderEndpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone"}})).To(Succeed())
+	g.Eventually(func() string {
+		out, _, _ := kubectl(t, "check")
+		return out
+	}).ShouldNot(ContainSubstring(addr), "repaired")
+}
+
+// A pod interface holding two addresses of a family (a record added by hand): check's
+// repair names the pod; release refuses its records while it is live, and frees each
+// once it is gone.
+func TestTwoAddressesOfOnePodInterface(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "two")
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("two-v4", "10.35.0.0/16", []string{"10.35.0.10-10.35.0.14"}))
+	pod := runPod(t, ns, "web", nic{name: "eth0", v4: "two-v4"})
+	addr := netip.MustParseAddr(endpointAddr(t, pod, "eth0", 4))
+	extra := addr.Next()
+
+	var blocks ipamv1alpha1.IPBlockList
+	g.Expect(env.Client.List(ctx, &blocks, client.MatchingFields{ipamv1alpha1.FieldPool: "two-v4"})).To(Succeed())
+	g.Expect(blocks.Items).To(HaveLen(1))
+	blk := &blocks.Items[0]
+	blk.Status.Allocations[extra.String()] = v2beta1.PoolIPAllocation{Pod: ns + "/web", PodUID: string(pod.UID), Interface: "eth0"}
+	blk.Status.Allocated++
+	blk.Status.Free--
+	g.Expect(env.Client.Update(ctx, blk)).To(Succeed())
+
+	out, _, code := kubectl(t, "check")
+	t.Logf("kubectl nicpool check\n%s", out)
+	g.Expect(code).To(Equal(cli.ExitFinding))
+	g.Expect(out).To(ContainSubstring(fmt.Sprintf("I2: pod UID %s interface \"eth0\" holds 2 IPv4 addresses", pod.UID)))
+	g.Expect(out).To(ContainSubstring(fmt.Sprintf("repair: both records are pod %s/web's (kubectl nicpool pod %s/web shows the one its SpiderEndpoint lists); release refuses a live pod's records: delete the pod (kubectl delete pod -n %s web)", ns, ns, ns)))
+
+	_, errOut, code := kubectl(t, "release", extra.String(), "--force")
+	g.Expect(code).To(Equal(cli.ExitFinding))
+	g.Expect(errOut).To(ContainSubstring("is live"))
+
+	g.Expect(env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed())
+	for _, a := range []netip.Addr{addr, extra} {
+		out, errOut, code := kubectl(t, "release", a.String(), "--force")
+		g.Expect(code).To(Equal(0), "%s%s", out, errOut)
+	}
+	out, _, _ = kubectl(t, "check")
+	g.Expect(out).NotTo(ContainSubstring("I2: pod UID "+string(pod.UID)), "repaired")
+	g.Expect(out).NotTo(ContainSubstring("two-v4/"), "no record of the pod is left")
 }

@@ -54,7 +54,7 @@ func TestStatusNamesEachProblemAndItsFix(t *testing.T) {
 	g.Expect(byName).To(HaveKeyWithValue("ipamd/"+node, And(HaveField("OK", true), HaveField("Node", node),
 		HaveField("Message", ContainSubstring("ipamd serves node "+node+" with its caches synced")))))
 	g.Expect(byName).To(HaveKeyWithValue("ipamd/node-b", And(HaveField("OK", false), HaveField("Node", "node-b"),
-		HaveField("Message", "no ipamd has served node node-b (no heartbeat Lease nicpool-system/nicpool-ipamd-node-b); it runs 1 pods"),
+		HaveField("Message", "no ipamd has served node node-b (no heartbeat Lease nicpool-system/nicpool-ipamd-node-b); it runs 1 pod"),
 		HaveField("Fix", ContainSubstring("--field-selector spec.nodeName=node-b")))))
 	g.Expect(byName).To(HaveKeyWithValue("pool/status-full", And(HaveField("OK", false),
 		HaveField("Message", "pool status-full is near exhaustion: 2 of 2 addresses in use, 0 free"),
@@ -66,7 +66,7 @@ func TestStatusNamesEachProblemAndItsFix(t *testing.T) {
 	t.Logf("kubectl nicpool status\n%s", out)
 	g.Expect(code).To(Equal(cli.ExitFinding))
 	g.Expect(out).To(MatchRegexp(`(?m)^ipamd/node-b\s+PROBLEM\s+no ipamd has served node node-b`))
-	g.Expect(out).To(ContainSubstring("\nipamd/node-b: no ipamd has served node node-b (no heartbeat Lease nicpool-system/nicpool-ipamd-node-b); it runs 1 pods\n    fix: kubectl -n nicpool-system get pods -l app.kubernetes.io/name=nicpool-ipamd --field-selector spec.nodeName=node-b"))
+	g.Expect(out).To(ContainSubstring("\nipamd/node-b: no ipamd has served node node-b (no heartbeat Lease nicpool-system/nicpool-ipamd-node-b); it runs 1 pod\n    fix: kubectl -n nicpool-system get pods -l app.kubernetes.io/name=nicpool-ipamd --field-selector spec.nodeName=node-b"))
 
 	// The configurations without their CA.
 	m, v := configs.Configurations(configs.Options{})

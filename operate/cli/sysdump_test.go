@@ -83,6 +83,7 @@ func TestSysdump(t *testing.T) {
 	g.Expect(files).To(HaveKeyWithValue("objects/spiderippools.yaml", ContainSubstring("name: dump-v4")))
 	g.Expect(files).To(HaveKeyWithValue("objects/spiderendpoints.yaml", ContainSubstring(string(pod.UID))))
 	g.Expect(files).To(HaveKeyWithValue("objects/ipblocks.yaml", ContainSubstring(ns+"/web-0")))
+	g.Expect(files).To(HaveKey("objects/validatingadmissionpolicies.yaml"), "files are named by the resources' plurals, as kubectl names them")
 	g.Expect(files).To(HaveKeyWithValue("objects/"+configs.DefaultNamespace+"_pods.yaml", ContainSubstring("name: nicpool-ipamd-dump")))
 	// What check prints now (other tests of this package leave violations behind).
 	check, _, _ := kubectl(t, "check")

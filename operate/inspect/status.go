@@ -382,16 +382,16 @@ func ipamdChecks(ctx context.Context, c client.Client, o StatusOptions) ([]Check
 		var ck Check
 		switch {
 		case l == nil:
-			ck = problem(name, ComponentIpamd, fix, "no ipamd has served node %s (no heartbeat Lease %s/%s); it runs %d pods", n, o.Namespace, daemon.LeaseName(n), running[n])
+			ck = problem(name, ComponentIpamd, fix, "no ipamd has served node %s (no heartbeat Lease %s/%s); it runs %s", n, o.Namespace, daemon.LeaseName(n), podCount(running[n]))
 		default:
 			holder, fresh, when := leaseState(l, o.Now)
 			switch {
 			case holder == "":
-				ck = problem(name, ComponentIpamd, fix, "ipamd on node %s stopped (released its heartbeat %s); the node runs %d pods", n, when, running[n])
+				ck = problem(name, ComponentIpamd, fix, "ipamd on node %s stopped (released its heartbeat %s); the node runs %s", n, when, podCount(running[n]))
 			case !fresh:
-				ck = problem(name, ComponentIpamd, fix, "ipamd on node %s does not serve (heartbeat last renewed %s); the node runs %d pods", n, when, running[n])
+				ck = problem(name, ComponentIpamd, fix, "ipamd on node %s does not serve (heartbeat last renewed %s); the node runs %s", n, when, podCount(running[n]))
 			default:
-				ck = ok(name, ComponentIpamd, "ipamd serves node %s with its caches synced (heartbeat renewed %s); %d pods", n, when, running[n])
+				ck = ok(name, ComponentIpamd, "ipamd serves node %s with its caches synced (heartbeat renewed %s); it runs %s", n, when, podCount(running[n]))
 			}
 		}
 		ck.Node = n
@@ -483,6 +483,14 @@ func poolChecks(ctx context.Context, c client.Client, o StatusOptions) ([]Check,
 		out = append(out, ok("pools", ComponentPools, "%d pools, none %d%% full", len(reps), int(o.PoolFullAt*100)))
 	}
 	return out, nil
+}
+
+// podCount is "1 pod" or "N pods".
+func podCount(n int) string {
+	if n == 1 {
+		return "1 pod"
+	}
+	return fmt.Sprintf("%d pods", n)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

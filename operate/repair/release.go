@@ -34,6 +34,10 @@ type Decision struct {
 type Options struct {
 	// DryRun judges every record and writes nothing.
 	DryRun bool
+	// Pool, when set, judges and releases only the address's record in that pool:
+	// an address recorded in two pools (check's address-in-two-pools) has a record
+	// whose pod is gone freed while the other pool's live pod keeps its own.
+	Pool string
 }
 
 // Release frees addr when no pod can still be using it: each record of the address is
@@ -42,11 +46,24 @@ type Options struct {
 // StatefulSet ordinal that will come back for the address. It writes nothing when any
 // record is kept, and through the ledger otherwise, each record only while it still
 // names the holder that was judged. It fails with inspect.ErrNotAllocated when no
-// record holds addr. In a dry run it judges and writes nothing.
+// record holds addr (in opts.Pool, when set). In a dry run it judges and writes
+// nothing.
 func Release(ctx context.Context, c client.Client, addr netip.Addr, now time.Time, log logr.Logger, opts Options) ([]Decision, error) {
 	hs, err := inspect.Who(ctx, c, addr, now)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Pool != "" {
+		var inPool []inspect.Holding
+		for _, h := range hs {
+			if h.Pool == opts.Pool {
+				inPool = append(inPool, h)
+			}
+		}
+		if len(inPool) == 0 {
+			return nil, fmt.Errorf("%w in pool %s (kubectl nicpool who %s shows its records)", inspect.ErrNotAllocated, opts.Pool, addr)
+		}
+		hs = inPool
 	}
 	recs, _, err := ledger.List(ctx, c)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
@@ -140,7 +141,9 @@ func (d *dump) failed(what string, err error) {
 func (d *dump) objects(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, namespace string) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	what := strings.ToLower(gvk.Kind) + "s"
+	// The resource's plural, as kubectl names it (validatingadmissionpolicies).
+	plural, _ := meta.UnsafeGuessKindToResource(gvk)
+	what := plural.Resource
 	if gvk.Group == "events.k8s.io" {
 		what = "nicpool-events"
 	}
