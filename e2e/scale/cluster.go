@@ -18,6 +18,7 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 // Pod is one pod of a run, as a node's runtime knows it.
@@ -28,10 +29,15 @@ type Pod struct {
 }
 
 // world is what a run sets up before its clock starts: the pool, the nodes and
-// their pods in the API server, one nicpool-ipamd process per node.
+// their pods in the API server, one nicpool-ipamd process per node, and one
+// nicpool-webhook replica for the cluster controllers a deployment runs beside them
+// (the pool counter writes each pool's status, spiderpool's allocatedIPs included,
+// while the pool fills; the garbage collector reads what ipamd writes). Its admission
+// is not registered: the pods are written before it starts, already resolved.
 type world struct {
-	pods  []Pod
-	nodes []*binaries.Ipamd
+	pods    []Pod
+	nodes   []*binaries.Ipamd
+	webhook *binaries.Webhook
 	// dir holds the nodes' run directories and logs.
 	dir string
 }
@@ -66,6 +72,11 @@ func setUp(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario)
 	}
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Name}}); err != nil {
 		return nil, fmt.Errorf("create namespace %s: %w", s.Name, err)
+	}
+	// nicpool's own, for the webhook: an earlier scenario on this control plane may
+	// have made it.
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: configs.DefaultNamespace}}); client.IgnoreAlreadyExists(err) != nil {
+		return nil, fmt.Errorf("create namespace %s: %w", configs.DefaultNamespace, err)
 	}
 	pool := &v2beta1.SpiderIPPool{
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name},
@@ -120,6 +131,18 @@ func setUp(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario)
 	if err := inParallel(s.Nodes, func(n int) error { return w.nodes[n].WaitReady(readyTimeout) }); err != nil {
 		return w, err
 	}
+	webhookDir := filepath.Join(w.dir, "webhook")
+	if err := os.Mkdir(webhookDir, 0o700); err != nil {
+		return w, err
+	}
+	// One replica, so no election: a replica that cannot renew its Lease in time exits
+	// (its Deployment would restart it), which on a machine this loaded ends the run.
+	if w.webhook, err = binaries.StartWebhook(bins.Webhook, env.Kubeconfig, webhookDir, binaries.WebhookOptions{Args: []string{"--leader-elect=false"}}); err != nil {
+		return w, err
+	}
+	if err := w.webhook.WaitReady(readyTimeout); err != nil {
+		return w, err
+	}
 	for _, d := range w.nodes {
 		if d.Pprof != "" {
 			// Now, not in the run's report: the profiles are read while it runs.
@@ -136,6 +159,9 @@ func (w *world) tearDown() {
 		if d != nil {
 			wg.Go(func() { d.Stop(30 * time.Second) })
 		}
+	}
+	if w.webhook != nil {
+		wg.Go(func() { w.webhook.Stop(30 * time.Second) })
 	}
 	wg.Wait()
 	if w.dir != "" && os.Getenv("NICPOOL_SCALE_KEEP_LOGS") == "" {
@@ -169,9 +195,17 @@ func (w *world) peakMemory() (int64, error) {
 	return peak, nil
 }
 
-// alive fails when an ipamd has exited.
+// webhookCPU is the CPU seconds the webhook has used.
+func (w *world) webhookCPU() (float64, error) {
+	if err := w.webhook.Alive(); err != nil {
+		return 0, err
+	}
+	return w.webhook.CPUSeconds()
+}
+
+// alive fails when an ipamd or the webhook has exited.
 func (w *world) alive() error {
-	var errs []error
+	errs := []error{w.webhook.Alive()}
 	for _, d := range w.nodes {
 		errs = append(errs, d.Alive())
 	}

@@ -1,11 +1,15 @@
 // Package scale is nicpool's binaries-level limit test: real nicpool-ipamd processes
 // play the nodes of one real control plane, pods are bound to them, and every pod's
 // CNI ADD is run at once, either at its node's ipamd socket or through one exec of the
-// real CNI plugin per ADD, with the kubelet's retries. A run reports wall time,
+// real CNI plugin per ADD, with the kubelet's retries. One nicpool-webhook replica runs
+// the cluster controllers beside them, as a deployment does: its pool counter writes
+// the pool's status (counts and spiderpool's allocatedIPs) while the pool fills, so
+// its writes are among the run's. A run reports wall time,
 // allocations per second, first-attempt failures, duplicates and leaks, API writes,
 // bytes and watch events per allocation (from kube-apiserver's own metrics), the
-// largest object stored, and the CPU seconds of ipamd, kube-apiserver and etcd; it
-// ends with the invariant check.
+// largest object stored, the CPU seconds of ipamd, the webhook, kube-apiserver and
+// etcd, and how long after the last ADD the pool's status counted every allocation;
+// it ends with the invariant check.
 //
 // The benchmarks of this package are the scenarios of `make bench`; each runs on a
 // control plane of its own, one after the other:

@@ -42,6 +42,11 @@ func (r *Result) Lines() []string {
 	}
 	lines = append(lines, fmt.Sprintf("CPU: kube-apiserver %s, etcd %s, the %d ipamd %.1f s, plugin execs %.1f s (%s), this harness %.1f s%s; largest ipamd peak RSS %s; load average %s",
 		apiCPU, etcdCPU, s.Nodes, r.IpamdCPU, r.PluginCPU, perExec(r.PluginCPU, r.PluginExecs), r.HarnessCPU, harnessPerExec(r.HarnessCPU, r.PluginExecs), bytesText(float64(r.IpamdPeakRSS)), r.Load))
+	status := fmt.Sprintf("the pool's status counted every allocation %s after the last ADD", r.PoolStatusLag.Round(100*time.Millisecond))
+	if r.PoolStatusBehind != nil {
+		status = "POOL STATUS BEHIND: " + r.PoolStatusBehind.Error()
+	}
+	lines = append(lines, fmt.Sprintf("%s; the webhook (pool counter, garbage collector) used %.1f s of CPU", status, r.WebhookCPU))
 	for _, p := range r.Profiles {
 		lines = append(lines, "profile: "+p)
 	}
@@ -112,6 +117,8 @@ func (r *Result) Metrics() map[string]float64 {
 		"first-failed":     float64(r.FirstAttemptFailed),
 		"largest-obj-KiB":  float64(r.Largest.Bytes) / 1024,
 		"ipamd-cpu-s":      r.IpamdCPU,
+		"webhook-cpu-s":    r.WebhookCPU,
+		"status-lag-ms":    float64(r.PoolStatusLag.Milliseconds()),
 		"harness-cpu-s":    r.HarnessCPU,
 		"p99-ms":           float64(r.percentile(99).Milliseconds()),
 		"last-began-ms":    float64(r.LastBegan.Milliseconds()),

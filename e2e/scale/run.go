@@ -69,6 +69,13 @@ type Result struct {
 	WatchWait time.Duration
 	// IpamdPeakRSS is the largest resident peak of one ipamd.
 	IpamdPeakRSS int64
+	// WebhookCPU is the webhook's CPU seconds from the first ADD until the pool's
+	// status counted every allocation (its pool counter's work, and its garbage
+	// collector's reads). PoolStatusLag is how long after the last ADD that took;
+	// PoolStatusBehind says it had not by poolStatusBound.
+	WebhookCPU       float64
+	PoolStatusLag    time.Duration
+	PoolStatusBehind error
 	// Load is the machine's load average at the end.
 	Load string
 	// Profiles says which profiles NICPOOL_SCALE_PROFILE asked for were written.
@@ -177,6 +184,10 @@ func Run(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario) (
 	if err != nil {
 		return nil, err
 	}
+	webhookBefore, err := w.webhookCPU()
+	if err != nil {
+		return nil, err
+	}
 	var allocated atomic.Int64
 	done := make(chan struct{})
 	samples := make(chan []Sample, 1)
@@ -191,6 +202,14 @@ func Run(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario) (
 	r.HarnessCPU = ownCPU() - harnessBefore
 	close(done)
 	r.Profiles = prof.wait()
+	// The pool counter writes the pool's status at most once a second: the run's
+	// writes include its last ones.
+	r.PoolStatusLag, r.PoolStatusBehind = poolStatusCaughtUp(ctx, env, s.Name, allocated.Load())
+	webhookAfter, err := w.webhookCPU()
+	if err != nil {
+		return nil, err
+	}
+	r.WebhookCPU = webhookAfter - webhookBefore
 
 	cpuAfter, err := w.ipamdCPU()
 	if err != nil {
@@ -271,6 +290,31 @@ func Run(ctx context.Context, env *testenv.Env, bins binaries.Set, s Scenario) (
 	}
 	r.Load = loadAverage()
 	return r, nil
+}
+
+// poolStatusBound bounds the wait for the pool's status to count a run's allocations.
+const poolStatusBound = 2 * time.Minute
+
+// poolStatusCaughtUp waits until the pool's status.allocatedIPCount, which the
+// webhook's pool counter writes from the IPBlocks, counts want addresses, and says
+// how long that took.
+func poolStatusCaughtUp(ctx context.Context, env *testenv.Env, pool string, want int64) (time.Duration, error) {
+	start := time.Now()
+	var got int64 = -1
+	for time.Since(start) < poolStatusBound {
+		p := &v2beta1.SpiderIPPool{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: pool}, p); err == nil && p.Status.AllocatedIPCount != nil {
+			if got = *p.Status.AllocatedIPCount; got == want {
+				return time.Since(start), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return time.Since(start), fmt.Errorf("pool %s's status counted %d of %d allocations %s after the last ADD", pool, got, want, poolStatusBound)
 }
 
 // retry runs read up to 4 times, pausing 2 s, 4 s, 8 s between failures.
