@@ -11,7 +11,7 @@ export PATH := $(BIN):$(PATH)
 # What plays the nodes of `make run/up/e2e`: standin (in-process node stand-ins, the
 # default) or kubelet (real kubelet + containerd + runc nodes, nicpool from its images).
 NODE ?= standin
-NODE_DEPS := $(if $(filter kubelet,$(NODE)),tools-node images)
+NODE_DEPS := $(if $(filter kubelet,$(NODE)),node-deps tools-node images)
 # The local cluster's nodes are this machine: their images are built for its platform
 # alone (no cross compiler needed); `make images` builds every IMAGE_PLATFORMS entry.
 run up e2e: IMAGE_PLATFORMS = $(HOST_PLATFORM)
@@ -43,7 +43,7 @@ FRONT_SRC    := cniplugin/front/nicpool.c
 FRONT_CC     := musl-gcc
 FRONT_CFLAGS := -static -no-pie -s -O2 -Wall -Wextra -Werror
 
-.PHONY: front-deps tools-runc all build local test e2e test-real test-spiderpool bench bench-exec bench-scale fuzz generate tools tools-node lint run up down clean help
+.PHONY: front-deps node-deps tools-runc all build local test test-floor e2e test-real test-spiderpool test-coordinator bench bench-exec bench-scale fuzz generate tools tools-node lint run up down clean help
 
 all: build
 
@@ -74,6 +74,12 @@ FRONT_PLATFORMS ?= $(HOST_PLATFORM)
 front-deps:
 	@hack/front/deps.sh $(FRONT_PLATFORMS)
 
+# node-deps: what real nodes need from the host (nft for kube-proxy): hack/node/deps.sh
+# installs what is missing with apt-get when run as root, and otherwise names the
+# packages and stops.
+node-deps:
+	@hack/node/deps.sh
+
 # local: bin/nicpool-local, the command behind run, up and image-import.
 local:
 	@mkdir -p $(BIN)
@@ -95,6 +101,21 @@ test: tools tools-runc build ## everything CI runs: vet, unit and integration te
 	cd e2e/helm && $(GO) vet ./... && $(GOTEST) -count=1 -timeout 20m ./...
 	@# nicpool's CRDs against spiderpool v1.2.2's own, and spiderpool's Go types reading nicpool's objects.
 	cd e2e/peers/spiderpool-crds && $(GO) vet ./... && KUBEBUILDER_ASSETS=$(BIN) $(GOTEST) -count=1 -timeout 10m ./...
+
+# The lowest Kubernetes release nicpool supports (the README and Chart.yaml's
+# kubeVersion say it): the tests against its kube-apiserver, built from source like the
+# pinned one (hack/tools/k8s-floor), in bin/floor beside links to the rest of bin/.
+# Every package but the two that schedule pods (the local cluster's e2e/suite and
+# cmd/nicpool-local): they need a kube-scheduler of the floor's release, which the
+# module proxy cannot build (the pinned 1.37 one lists resource.k8s.io/v1, which
+# 1.31 does not serve). FLOOR_PACKAGES picks others.
+FLOOR_PACKAGES ?= $$($(GO) list ./... | grep -v -e '/e2e/suite$$' -e '/cmd/nicpool-local$$')
+test-floor: tools tools-runc build ## the tests against the lowest supported kube-apiserver (Kubernetes 1.31; FLOOR_PACKAGES picks packages)
+	@hack/front/deps.sh $(HOST_PLATFORM) qemu
+	hack/tools/build.sh floor
+	@for f in $(BIN)/*; do n=$$(basename "$$f"); [ -d "$$f" ] || [ "$$n" = kube-apiserver ] || ln -sfn "$$f" $(BIN)/floor/"$$n"; done
+	$(BIN)/floor/kube-apiserver --version
+	KUBEBUILDER_ASSETS=$(BIN)/floor $(GOTEST) -count=1 -timeout 60m $(FLOOR_PACKAGES)
 
 bench: tools build ## benchmarks (limit test, admission, memory, the scale scenarios); prints figures, asserts nothing timed
 	$(GOTEST) -v -run '^$$' -bench . -benchmem -benchtime 1x -timeout 60m $$($(GO) list ./... | grep -v '/e2e/scale$$')
@@ -156,6 +177,18 @@ test-spiderpool: tools build local $(NODE_DEPS) ## spiderpool's own IPAM e2e sui
 	cd e2e/peers/spiderpool && $(GO) vet ./... && \
 	  NICPOOL_KUBECONFIG=$(CURDIR)/.local/kubeconfig SPIDERPOOL_E2E_DIR=$(SPIDERPOOL_E2E_DIR) \
 	  $(GOTEST) -count=1 -v -timeout 240m .
+
+test-coordinator: tools build local $(NODE_DEPS) ## spiderpool's coordinator plugin, built from spiderpool's module, chained after nicpool on the local cluster (e2e/peers/coordinator)
+	@# coordinator writes iptables rules in the pod's network namespace.
+	@command -v iptables >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -q iptables; } || \
+	  { echo "spiderpool's coordinator needs iptables: install it (Debian: iptables)"; exit 1; }
+	@if [ -e .local/pid ] && kill -0 "$$(cat .local/pid)" 2>/dev/null; then \
+	  echo "using the local cluster that is up (.local/kubeconfig)"; started=; \
+	else $(BIN)/nicpool-local up --node $(NODE); started=1; fi; \
+	trap '[ -z "$$started" ] || (cd $(CURDIR) && $(BIN)/nicpool-local down)' EXIT; \
+	cd e2e/peers/coordinator && $(GO) vet ./... && \
+	  NICPOOL_KUBECONFIG=$(CURDIR)/.local/kubeconfig NICPOOL_BIN=$(BIN) NICPOOL_CNI_DIR=$(CURDIR)/.local/bin \
+	  $(GOTEST) -count=1 -v -timeout 30m .
 
 clean: ## remove built binaries and local state
 	rm -rf $(BIN) .local dist
@@ -232,7 +265,9 @@ docker-images: ## build the same images with Docker (BuildKit) from build/<image
 # and checksums. The release workflow (.github/workflows/release.yml) runs it, then
 # pushes and signs.
 RELEASE_DIR       ?= dist/release/$(VERSION)
-PLUGIN_PLATFORMS  := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+# A release builds every platform; tests may name fewer (IMAGE_PLATFORMS and
+# PLUGIN_PLATFORMS on the command line: `make test-registry` builds this machine's).
+PLUGIN_PLATFORMS  ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 .PHONY: release
 release: ## everything a release publishes into dist/release/VERSION (VERSION=vX.Y.Z; cd hack/release && go test runs it on a clean clone)
 	@[[ "$(VERSION)" =~ ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$$ ]] || { echo "make release: VERSION=$(VERSION) is not vMAJOR.MINOR.PATCH[-PRE]: make release VERSION=v0.1.0"; exit 2; }
@@ -240,7 +275,18 @@ release: ## everything a release publishes into dist/release/VERSION (VERSION=vX
 	@for p in $(PLUGIN_PLATFORMS); do ext=; [ "$${p%%/*}" = windows ] && ext=.exe; \
 	  echo "kubectl-nicpool $$p"; \
 	  GOOS=$${p%%/*} GOARCH=$${p#*/} $(GO_BUILD) -o $(BIN)/$${p//\//_}/kubectl-nicpool$$ext ./cmd/kubectl-nicpool; done
-	cd hack/release && $(GO) run . -root $(CURDIR) -version $(VERSION) -images $(CURDIR)/dist/images -bin $(BIN) -out $(abspath $(RELEASE_DIR))
+	cd hack/release && $(GO) run . -root $(CURDIR) -version $(VERSION) -images $(CURDIR)/dist/images -bin $(BIN) -out $(abspath $(RELEASE_DIR)) \
+	  -plugin-platforms $(subst $(space),$(comma),$(strip $(PLUGIN_PLATFORMS)))
+
+# The release installed from a registry: `make release` for this machine's platform
+# alone into dist/release-test, which hack/release's TestInstallFromARegistry pushes
+# to a registry running in the test and installs from as an OCI chart (Helm SDK, real
+# API server). Not part of `make test`: the release's build takes minutes.
+REGISTRY_RELEASE_DIR := $(CURDIR)/dist/release-test/v0.1.0
+.PHONY: test-registry
+test-registry: tools ## a release for this machine's platform pushed to a registry in the test and installed from it (OCI chart, Helm SDK)
+	$(MAKE) release VERSION=v0.1.0 IMAGE_PLATFORMS=$(HOST_PLATFORM) PLUGIN_PLATFORMS=$(HOST_PLATFORM) RELEASE_DIR=$(REGISTRY_RELEASE_DIR)
+	cd hack/release && $(GO) vet ./... && NICPOOL_RELEASE_DIR=$(REGISTRY_RELEASE_DIR) $(GOTEST) -count=1 -v -run TestInstallFromARegistry -timeout 20m .
 
 manifests: ## regenerate manifests/base's CRDs, webhook configurations and admission policies from crds/yaml and webhook/admission/configs, and the Helm chart charts/nicpool from the kustomizations
 	$(GO) run ./hack/manifests

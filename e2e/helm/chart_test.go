@@ -269,6 +269,8 @@ func TestChartValues(t *testing.T) {
 			"plugin":      map[string]any{"repository": "plugin"},
 		},
 		"cniBinDir": "/var/lib/cni/bin",
+		// spiderpool-conf's switches, under spiderpool's chart's names: both components.
+		"ipam": map[string]any{"enableIPv6": false, "enableStatefulSet": false},
 		"webhook": map[string]any{
 			"replicas":            3,
 			"resources":           map[string]any{"limits": map[string]any{"memory": "1Gi"}},
@@ -332,7 +334,8 @@ func TestChartValues(t *testing.T) {
 	}
 	args := fmt.Sprint(wc["args"])
 	for _, a := range []string{"--zap-log-level=debug", "--zap-encoder=console", "--zap-time-encoding=epoch", "--gc-interval=5m", "--gc-min-age=1m", "--gc-terminating-grace=2m",
-		"--webhook-port=10443", "--metrics-bind-address=:10080", "--health-probe-bind-address=:10081", "--cluster-network-nicpool"} {
+		"--webhook-port=10443", "--metrics-bind-address=:10080", "--health-probe-bind-address=:10081", "--cluster-network-nicpool",
+		"--enable-ipv4=true", "--enable-ipv6=false", "--enable-stateful-set=false"} {
 		if !strings.Contains(args, a) {
 			t.Errorf("webhook args %s lack %s", args, a)
 		}
@@ -358,7 +361,8 @@ func TestChartValues(t *testing.T) {
 		t.Errorf("ipamd resources %v", ic["resources"])
 	}
 	iargs := fmt.Sprint(ic["args"])
-	for _, a := range []string{"--zap-log-level=error", "--metrics-bind-address=:10271", "--health-probe-bind-address=:10272", "--allocation-order=lowest", "--kube-api-qps=20"} {
+	for _, a := range []string{"--zap-log-level=error", "--metrics-bind-address=:10271", "--health-probe-bind-address=:10272", "--allocation-order=lowest", "--kube-api-qps=20",
+		"--enable-ipv4=true", "--enable-ipv6=false", "--enable-stateful-set=false"} {
 		if !strings.Contains(iargs, a) {
 			t.Errorf("ipamd args %s lack %s", iargs, a)
 		}

@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -84,11 +85,12 @@ func main() {
 	flag.StringVar(&o.Bin, "bin", "bin", "the binaries (<os>_<arch>/ for other platforms)")
 	flag.StringVar(&o.Out, "out", "", "the release folder (default dist/release/VERSION)")
 	flag.StringVar(&o.Registry, "registry", "ghcr.io/nicpool", "where the images are published")
+	platforms := flag.String("plugin-platforms", strings.Join(PluginPlatforms, ","), "the kubectl-nicpool archives' platforms, os/arch,...: every one krew serves for a release; fewer for a test, whose krew manifest then lists only those")
 	flag.Parse()
 	if o.Out == "" {
 		o.Out = filepath.Join("dist", "release", o.Version)
 	}
-	o.Platforms = PluginPlatforms
+	o.Platforms = strings.Split(*platforms, ",")
 	if err := Run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		os.Exit(1)
@@ -466,6 +468,18 @@ func writeKrew(o Options, sums map[string]string) error {
 	spec, _ := m["spec"].(map[string]any)
 	spec["version"] = o.Version
 	platforms, _ := spec["platforms"].([]any)
+	if !slices.Equal(o.Platforms, PluginPlatforms) {
+		// A test's release of fewer platforms: its manifest lists those.
+		var built []any
+		for _, p := range platforms {
+			sel, _, _ := unstructured.NestedStringMap(p.(map[string]any), "selector", "matchLabels")
+			if _, ok := sums[sel["os"]+"/"+sel["arch"]]; ok {
+				built = append(built, p)
+			}
+		}
+		platforms = built
+		spec["platforms"] = built
+	}
 	if len(platforms) != len(sums) {
 		return fmt.Errorf("the krew manifest lists %d platforms, the release builds %d", len(platforms), len(sums))
 	}
