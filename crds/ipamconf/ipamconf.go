@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 )
@@ -65,16 +66,62 @@ func (s Switches) Family(family int64) bool {
 	return false
 }
 
-// Families keeps the pool lists of the enabled families: the lists of a disabled
-// family come back empty.
-func (s Switches) Families(ipv4, ipv6 []string) ([]string, []string) {
-	if s.NoIPv4 {
-		ipv4 = nil
+// LeaveOut is the one rule of a disabled IP family, for the webhook and ipamd alike:
+// it keeps the pool lists of the enabled families and says what it left out. The
+// lists of a disabled family come back empty, as spiderpool drops those pools from
+// its candidates.
+func (s Switches) LeaveOut(ipv4, ipv6 []string) (keep4, keep6 []string, left Left) {
+	keep4, keep6 = ipv4, ipv6
+	if s.NoIPv4 && len(ipv4) > 0 {
+		keep4, left.IPv4 = nil, ipv4
 	}
-	if s.NoIPv6 {
-		ipv6 = nil
+	if s.NoIPv6 && len(ipv6) > 0 {
+		keep6, left.IPv6 = nil, ipv6
 	}
-	return ipv4, ipv6
+	return keep4, keep6, left
+}
+
+// Left is what LeaveOut left out: the pools of each disabled family.
+type Left struct {
+	IPv4, IPv6 []string
+}
+
+// Add gathers what another LeaveOut left out (of another interface).
+func (l *Left) Add(o Left) {
+	l.IPv4 = append(l.IPv4, o.IPv4...)
+	l.IPv6 = append(l.IPv6, o.IPv6...)
+}
+
+// Empty reports whether nothing was left out.
+func (l Left) Empty() bool { return len(l.IPv4) == 0 && len(l.IPv6) == 0 }
+
+// Pools lists the pools left out, IPv4 first.
+func (l Left) Pools() []string {
+	if l.Empty() {
+		return nil
+	}
+	return append(append([]string{}, l.IPv4...), l.IPv6...)
+}
+
+// Families lists the families of which pools were left out, IPv4 first.
+func (l Left) Families() []int64 {
+	var f []int64
+	if len(l.IPv4) > 0 {
+		f = append(f, v2beta1.IPv4)
+	}
+	if len(l.IPv6) > 0 {
+		f = append(f, v2beta1.IPv6)
+	}
+	return f
+}
+
+// Why says why the pools were left out, naming the flag of each family (Disabled).
+func (l Left) Why() string {
+	var why []string
+	for _, f := range l.Families() {
+		why = append(why, Disabled(f))
+	}
+	return strings.Join(why, "; ")
 }
 
 // StatefulSets reports whether a StatefulSet pod's addresses are kept for the next

@@ -32,9 +32,6 @@ type Choice struct {
 	IPv4, IPv6   []string
 	CleanGateway bool
 	Source       string
-	// LeftOut lists the pools the caller left out because their IP family is
-	// disabled (ipamconf), for the error that names them; Choose sets none.
-	LeftOut []string
 }
 
 // Pools returns the pool names of one family.

@@ -107,7 +107,7 @@ func (s *Service) requestPod(ctx context.Context, ref api.Pod) (*corev1.Pod, err
 // choose is the pools of each family the interface draws from; an Event on the pod
 // says why there are none.
 func (s *Service) choose(pod *corev1.Pod, ns *corev1.Namespace, req *api.AllocateRequest, pools []v2beta1.SpiderIPPool) (selection.Choice, error) {
-	choice, err := s.chooseEnabled(pod, ns, req.Interface, req.Network, pools)
+	choice, left, err := s.chooseEnabled(pod, ns, req.Interface, req.Network, pools)
 	if err != nil {
 		s.event(pod, "InvalidPoolSelection", err.Error())
 		return choice, cniError(api.CodeInvalidConfig, "pool selection of interface "+req.Interface, err)
@@ -115,9 +115,9 @@ func (s *Service) choose(pod *corev1.Pod, ns *corev1.Namespace, req *api.Allocat
 	if len(choice.Families()) == 0 {
 		msg := fmt.Sprintf("no pool for interface %s: name pools in %s, the namespace annotations %s/%s, the CNI network's default pools, or mark a pool spec.default: true",
 			req.Interface, annotations.IPPools, annotations.NamespaceDefaultIPv4Pool, annotations.NamespaceDefaultIPv6Pool)
-		if len(choice.LeftOut) > 0 {
+		if !left.Empty() {
 			msg = fmt.Sprintf("no pool of an enabled IP family for interface %s: its pools %v are left out because %s",
-				req.Interface, choice.LeftOut, ipamconf.Disabled(disabledFamily(s.Switches)))
+				req.Interface, left.Pools(), left.Why())
 		}
 		s.event(pod, "NoPool", msg)
 		return choice, cniError(api.CodeNoPool, msg, nil)
@@ -126,30 +126,16 @@ func (s *Service) choose(pod *corev1.Pod, ns *corev1.Namespace, req *api.Allocat
 }
 
 // chooseEnabled is selection.Choose with the pools of a disabled IP family left out
-// (Choice.LeftOut names them): every choice ipamd acts on goes through it.
-func (s *Service) chooseEnabled(pod *corev1.Pod, ns *corev1.Namespace, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (selection.Choice, error) {
+// (ipamconf's LeaveOut, the webhook's rule too): every choice ipamd acts on goes
+// through it.
+func (s *Service) chooseEnabled(pod *corev1.Pod, ns *corev1.Namespace, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (selection.Choice, ipamconf.Left, error) {
 	choice, err := selection.Choose(pod, ns, iface, network, pools)
 	if err != nil {
-		return choice, err
+		return choice, ipamconf.Left{}, err
 	}
-	v4, v6 := s.Switches.Families(choice.IPv4, choice.IPv6)
-	if len(v4) < len(choice.IPv4) {
-		choice.LeftOut = append(choice.LeftOut, choice.IPv4...)
-	}
-	if len(v6) < len(choice.IPv6) {
-		choice.LeftOut = append(choice.LeftOut, choice.IPv6...)
-	}
-	choice.IPv4, choice.IPv6 = v4, v6
-	return choice, nil
-}
-
-// disabledFamily is the family the switches turn off (one at most: both off is refused
-// at start).
-func disabledFamily(sw ipamconf.Switches) int64 {
-	if sw.NoIPv4 {
-		return v2beta1.IPv4
-	}
-	return v2beta1.IPv6
+	var left ipamconf.Left
+	choice.IPv4, choice.IPv6, left = s.Switches.LeaveOut(choice.IPv4, choice.IPv6)
+	return choice, left, nil
 }
 
 // allocateAndRecord takes one address per family the choice asks for (keeping what

@@ -214,7 +214,7 @@ func (s *Service) keptFamilies(pod *corev1.Pod, ns *corev1.Namespace, ifs []anno
 	if !own {
 		network = api.NetworkConfig{}
 	}
-	choice, err := s.chooseEnabled(pod, ns, d.Interface, network, pools)
+	choice, _, err := s.chooseEnabled(pod, ns, d.Interface, network, pools)
 	if err != nil {
 		return false, false
 	}

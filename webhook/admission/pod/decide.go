@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/nicpool/nicpool/crds/annotations"
-	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/webhook/admission/views"
 )
@@ -182,17 +181,14 @@ func (a *Admission) resolveSelections(ctx context.Context, pod *Pod, d *Decision
 // families (or a pool that cannot exist, its family being refused) still starts with
 // the addresses of the enabled one.
 func (a *Admission) leaveOutDisabled(sel []annotations.PoolSelection, d *Decision) {
-	var left [2]bool
+	var left ipamconf.Left
 	for i := range sel {
-		v4, v6 := a.Switches.Families(sel[i].IPv4, sel[i].IPv6)
-		left[0] = left[0] || len(v4) < len(sel[i].IPv4)
-		left[1] = left[1] || len(v6) < len(sel[i].IPv6)
-		sel[i].IPv4, sel[i].IPv6 = v4, v6
+		var l ipamconf.Left
+		sel[i].IPv4, sel[i].IPv6, l = a.Switches.LeaveOut(sel[i].IPv4, sel[i].IPv6)
+		left.Add(l)
 	}
-	for i, fam := range []int64{v2beta1.IPv4, v2beta1.IPv6} {
-		if left[i] {
-			d.Warnings = append(d.Warnings, fmt.Sprintf("the pod's IPv%d pools are left out: %s", fam, ipamconf.Disabled(fam)))
-		}
+	for _, fam := range left.Families() {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("the pod's IPv%d pools are left out: %s", fam, ipamconf.Disabled(fam)))
 	}
 }
 
