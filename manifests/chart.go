@@ -269,7 +269,7 @@ func (v *chartValues) doc() []struct {
 		{"The CRDs, a sub-chart applied on install and on every upgrade, kept when the\n# release is uninstalled. false leaves installing and upgrading them to you.", "crds", map[string]any{"enabled": true}},
 		{"nicpool-webhook: admission, garbage collection, pool counts and capacity metrics.\n# It runs on the host network: ports are taken on every node it runs on. GOMEMLIMIT\n# follows resources.limits.memory (95% of it). podDisruptionBudget.enabled=false\n# for webhook.replicas=1, where the budget would block every drain. extraArgs are\n# more flags, extraEnv more environment variables (EnvVar objects).", "webhook", v.webhook},
 		{"nicpool-ipamd, one per node (host network; GOMEMLIMIT follows the memory limit).", "ipamd", v.ipamd},
-		{"spiderpool-conf's IPAM switches, under the names spiderpool's chart gives them;\n# the webhook and every ipamd get the same. enableIPv4/enableIPv6: false leaves out\n# the pools of that family and refuses its SpiderIPPools and SpiderReservedIPs;\n# enableStatefulSet: false serves StatefulSet pods like any other (their addresses\n# are released when they go).", "ipam", v.ipam},
+		{"spiderpool-conf's IPAM switches, under the names spiderpool's chart gives them;\n# the webhook and every ipamd get the same. enableIPv4/enableIPv6: false leaves out\n# the pools of that family and refuses its SpiderIPPools and SpiderReservedIPs;\n# enableStatefulSet: false serves StatefulSet pods like any other (their addresses\n# are released when they go).", ipamconf.ChartSection, v.ipam},
 		{"Prometheus Operator targets, alerting rules and the Grafana dashboard\n# (needs the monitoring.coreos.com/v1 CRDs). Each object takes more labels (a\n# Prometheus selecting on release: <its release> loads only objects labelled so)\n# and a namespace (empty: the release's; the monitors select nicpool's pods in the\n# release's namespace from wherever they are); interval is how often a monitor\n# scrapes, or the rules are evaluated. The dashboard's labels are what Grafana's\n# sidecar looks for (its default: grafana_dashboard: \"1\"), its annotations say\n# where it goes (the sidecar's folder annotation).", "monitoring", v.monitoring},
 	}
 }
@@ -526,33 +526,31 @@ func templated(o *unstructured.Unstructured, values *chartValues) ([]byte, error
 
 // switchValues templates a container's ipamconf flags (--enable-ipv4=, --enable-ipv6=,
 // --enable-stateful-set=) as the ipam values, which the webhook and ipamd share: the
-// manifests must set each, and set them alike in both.
+// manifests must set each, and set them alike in both. The flags and the values are
+// ipamconf.Settings'.
 func switchValues(component string, args []any, values *chartValues, put func(token) string) error {
 	first := values.ipam == nil
 	if first {
 		values.ipam = map[string]any{}
 	}
-	for _, f := range []struct{ flag, key string }{
-		{"--" + ipamconf.FlagIPv4 + "=", "enableIPv4"},
-		{"--" + ipamconf.FlagIPv6 + "=", "enableIPv6"},
-		{"--" + ipamconf.FlagStatefulSet + "=", "enableStatefulSet"},
-	} {
+	for _, st := range ipamconf.Settings {
+		flag := "--" + st.Flag + "="
 		found := false
 		for i, a := range args {
 			s, ok := a.(string)
-			if !ok || !strings.HasPrefix(s, f.flag) {
+			if !ok || !strings.HasPrefix(s, flag) {
 				continue
 			}
-			v := strings.TrimPrefix(s, f.flag) == "true"
-			if prev, ok := values.ipam[f.key]; ok && prev != v {
-				return fmt.Errorf("%s's %s%t differs from the other component's: the webhook and ipamd must agree", component, f.flag, v)
+			v := strings.TrimPrefix(s, flag) == "true"
+			if prev, ok := values.ipam[st.Key]; ok && prev != v {
+				return fmt.Errorf("%s's %s%t differs from the other component's: the webhook and ipamd must agree", component, flag, v)
 			}
-			values.ipam[f.key] = v
-			args[i] = put(token{expr: fmt.Sprintf("{{ printf \"%s%%t\" .Values.ipam.%s | quote }}", f.flag, f.key)})
+			values.ipam[st.Key] = v
+			args[i] = put(token{expr: fmt.Sprintf("{{ printf \"%s%%t\" .Values.%s | quote }}", flag, st.ChartValue())})
 			found = true
 		}
 		if !found {
-			return fmt.Errorf("%s's args do not set %s", component, f.flag)
+			return fmt.Errorf("%s's args do not set %s", component, flag)
 		}
 	}
 	return nil

@@ -40,11 +40,66 @@ const (
 	FlagStatefulSet = "enable-stateful-set"
 )
 
+// spiderpool-conf's keys (in its conf.yml), which are also the names of the chart's
+// values under ChartSection, as spiderpool's chart names them.
+const (
+	KeyIPv4        = "enableIPv4"
+	KeyIPv6        = "enableIPv6"
+	KeyStatefulSet = "enableStatefulSet"
+)
+
+// ChartSection is the chart's map of the switches' values: ipam.enableIPv4 and so on.
+const ChartSection = "ipam"
+
+// Setting is one switch under each of its names: spiderpool-conf's key, nicpool's
+// flag and the chart's value. Settings is the one table of them that the migration,
+// the kubectl plugin and the chart read.
+type Setting struct {
+	// Key is spiderpool-conf's key.
+	Key string
+	// Flag is the webhook's and ipamd's flag, without its dashes.
+	Flag string
+	// off is the Switches field the setting turns off.
+	off func(*Switches) *bool
+}
+
+// Settings are the switches, in a fixed order: IPv4, IPv6, StatefulSet.
+var Settings = []Setting{
+	{Key: KeyIPv4, Flag: FlagIPv4, off: func(s *Switches) *bool { return &s.NoIPv4 }},
+	{Key: KeyIPv6, Flag: FlagIPv6, off: func(s *Switches) *bool { return &s.NoIPv6 }},
+	{Key: KeyStatefulSet, Flag: FlagStatefulSet, off: func(s *Switches) *bool { return &s.NoStatefulSet }},
+}
+
+// SettingOfFlag is the setting of a flag name (without its dashes).
+func SettingOfFlag(flag string) (Setting, bool) {
+	for _, st := range Settings {
+		if st.Flag == flag {
+			return st, true
+		}
+	}
+	return Setting{}, false
+}
+
+// ChartValue is the setting's chart value, as --set takes it (ipam.enableIPv4).
+func (st Setting) ChartValue() string { return ChartSection + "." + st.Key }
+
+// Enabled is the setting's value in s, as spiderpool-conf and the flag say it.
+func (st Setting) Enabled(s Switches) bool { return !*st.off(&s) }
+
+// Set sets the setting in s from spiderpool-conf's or the flag's value.
+func (st Setting) Set(s *Switches, enabled bool) { *st.off(s) = !enabled }
+
+// FlagArg is the flag with its value in s, as a command line gives it
+// (--enable-ipv4=true).
+func (st Setting) FlagArg(s Switches) string {
+	return "--" + st.Flag + "=" + strconv.FormatBool(st.Enabled(s))
+}
+
 // BindFlags registers the switches' flags on fs.
 func (s *Switches) BindFlags(fs *flag.FlagSet) {
-	fs.Var(off{&s.NoIPv4}, FlagIPv4, "allocate IPv4 addresses (spiderpool-conf's enableIPv4); false leaves out every IPv4 pool an interface would draw from and refuses IPv4 SpiderIPPools and SpiderReservedIPs; give the webhook and every ipamd the same value")
-	fs.Var(off{&s.NoIPv6}, FlagIPv6, "allocate IPv6 addresses (spiderpool-conf's enableIPv6); false leaves out every IPv6 pool an interface would draw from and refuses IPv6 SpiderIPPools and SpiderReservedIPs; give the webhook and every ipamd the same value")
-	fs.Var(off{&s.NoStatefulSet}, FlagStatefulSet, "keep a StatefulSet pod's addresses for the next pod of its name (spiderpool-conf's enableStatefulSet); false serves StatefulSet pods like any other: their addresses are released when they go; give the webhook and every ipamd the same value")
+	fs.Var(off{&s.NoIPv4}, FlagIPv4, "allocate IPv4 addresses (spiderpool-conf's "+KeyIPv4+"); false leaves out every IPv4 pool an interface would draw from and refuses IPv4 SpiderIPPools and SpiderReservedIPs; give the webhook and every ipamd the same value")
+	fs.Var(off{&s.NoIPv6}, FlagIPv6, "allocate IPv6 addresses (spiderpool-conf's "+KeyIPv6+"); false leaves out every IPv6 pool an interface would draw from and refuses IPv6 SpiderIPPools and SpiderReservedIPs; give the webhook and every ipamd the same value")
+	fs.Var(off{&s.NoStatefulSet}, FlagStatefulSet, "keep a StatefulSet pod's addresses for the next pod of its name (spiderpool-conf's "+KeyStatefulSet+"); false serves StatefulSet pods like any other: their addresses are released when they go; give the webhook and every ipamd the same value")
 }
 
 // Validate refuses switches that allocate nothing.
@@ -130,11 +185,11 @@ func (s Switches) StatefulSets() bool { return !s.NoStatefulSet }
 
 // Disabled says why a family is not allocated, naming the flag: for errors.
 func Disabled(family int64) string {
-	flag := FlagIPv4
+	flag, key := FlagIPv4, KeyIPv4
 	if family == v2beta1.IPv6 {
-		flag = FlagIPv6
+		flag, key = FlagIPv6, KeyIPv6
 	}
-	return fmt.Sprintf("IPv%d is disabled (--%s=false, spiderpool-conf's enableIPv%d: false)", family, flag, family)
+	return fmt.Sprintf("IPv%d is disabled (--%s=false, spiderpool-conf's %s: false)", family, flag, key)
 }
 
 // off is a boolean flag that stores its negation: the flag says "enable", the field

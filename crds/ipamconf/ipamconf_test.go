@@ -1,6 +1,7 @@
 package ipamconf_test
 
 import (
+	"flag"
 	"slices"
 	"strings"
 	"testing"
@@ -73,5 +74,63 @@ func TestLeftAdds(t *testing.T) {
 	}
 	if got := all.Families(); !slices.Equal(got, []int64{v2beta1.IPv6}) {
 		t.Errorf("families %v, want [6]", got)
+	}
+}
+
+// The table of the switches' names: each setting turns its own switch and no other,
+// its flag is one BindFlags registers (and every flag registered has its setting),
+// and its chart value is spiderpool's chart's name under ipam.
+func TestSettings(t *testing.T) {
+	want := []struct{ key, flag, chart string }{
+		{"enableIPv4", "enable-ipv4", "ipam.enableIPv4"},
+		{"enableIPv6", "enable-ipv6", "ipam.enableIPv6"},
+		{"enableStatefulSet", "enable-stateful-set", "ipam.enableStatefulSet"},
+	}
+	if len(ipamconf.Settings) != len(want) {
+		t.Fatalf("%d settings, want %d", len(ipamconf.Settings), len(want))
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	var bound ipamconf.Switches
+	bound.BindFlags(fs)
+	registered := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		registered++
+		if _, ok := ipamconf.SettingOfFlag(f.Name); !ok {
+			t.Errorf("flag --%s has no setting", f.Name)
+		}
+	})
+	if registered != len(want) {
+		t.Errorf("BindFlags registers %d flags, want %d", registered, len(want))
+	}
+	for i, st := range ipamconf.Settings {
+		w := want[i]
+		if st.Key != w.key || st.Flag != w.flag || st.ChartValue() != w.chart {
+			t.Errorf("setting %d is %s/--%s/%s, want %s/--%s/%s", i, st.Key, st.Flag, st.ChartValue(), w.key, w.flag, w.chart)
+		}
+		if got, ok := ipamconf.SettingOfFlag(w.flag); !ok || got.Key != w.key {
+			t.Errorf("SettingOfFlag(%q) = %s, %v", w.flag, got.Key, ok)
+		}
+		// Off through the table is what the flag set to false gives.
+		var viaTable ipamconf.Switches
+		st.Set(&viaTable, false)
+		viaFlag := ipamconf.Switches{}
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		viaFlag.BindFlags(fs)
+		if err := fs.Parse([]string{"--" + st.Flag + "=false"}); err != nil {
+			t.Fatal(err)
+		}
+		if viaTable != viaFlag {
+			t.Errorf("%s set false is %+v; --%s=false gives %+v", st.Key, viaTable, st.Flag, viaFlag)
+		}
+		if st.Enabled(viaTable) || st.FlagArg(viaTable) != "--"+w.flag+"=false" {
+			t.Errorf("%s reads back enabled=%v, %s", st.Key, st.Enabled(viaTable), st.FlagArg(viaTable))
+		}
+		st.Set(&viaTable, true)
+		if viaTable != (ipamconf.Switches{}) || st.FlagArg(viaTable) != "--"+w.flag+"=true" {
+			t.Errorf("%s set true again is %+v, %s", st.Key, viaTable, st.FlagArg(viaTable))
+		}
+	}
+	if _, ok := ipamconf.SettingOfFlag("enable-ipv5"); ok {
+		t.Error("SettingOfFlag found a setting for a flag that does not exist")
 	}
 }

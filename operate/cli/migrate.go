@@ -62,8 +62,8 @@ See docs/migrate-from-spiderpool.md for the whole procedure.`,
 				return err
 			}
 			given := false
-			for _, f := range []string{ipamconf.FlagIPv4, ipamconf.FlagIPv6, ipamconf.FlagStatefulSet} {
-				given = given || cmd.Flags().Changed(f)
+			for _, st := range ipamconf.Settings {
+				given = given || cmd.Flags().Changed(st.Flag)
 			}
 			plan, err := migrate.Run(cmd.Context(), c, migrate.Options{DropUnplaced: loose, Switches: switches, SwitchesGiven: given})
 			if err != nil {
@@ -107,7 +107,8 @@ See docs/migrate-from-spiderpool.md for the whole procedure.`,
 	gofs := flag.NewFlagSet("switches", flag.ContinueOnError)
 	switches.BindFlags(gofs)
 	gofs.VisitAll(func(f *flag.Flag) {
-		f.Usage = "spiderpool-conf's " + map[string]string{ipamconf.FlagIPv4: "enableIPv4", ipamconf.FlagIPv6: "enableIPv6", ipamconf.FlagStatefulSet: "enableStatefulSet"}[f.Name] +
+		st, _ := ipamconf.SettingOfFlag(f.Name)
+		f.Usage = "spiderpool-conf's " + st.Key +
 			", for when that ConfigMap is gone (spiderpool uninstalled); when it is there, it is read and this must agree with it"
 	})
 	cmd.Flags().AddGoFlagSet(gofs)

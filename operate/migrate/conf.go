@@ -2,8 +2,8 @@ package migrate
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +27,8 @@ type Setting struct {
 	Value bool `json:"value"`
 	// Flag is the webhook's and ipamd's flag with the value.
 	Flag string `json:"flag"`
+	// chartValue is the chart's value of the switch (ipam.<Key>).
+	chartValue string
 }
 
 // Switches is what the migration found of spiderpool-conf's IPAM switches.
@@ -41,12 +43,24 @@ type Switches struct {
 	switches ipamconf.Switches
 }
 
-// confFile is the part of conf.yml the migration reads. spiderpool reads conf.yml into
-// plain booleans: a key that is absent is false there.
-type confFile struct {
-	EnableIPv4        bool `json:"enableIPv4"`
-	EnableIPv6        bool `json:"enableIPv6"`
-	EnableStatefulSet bool `json:"enableStatefulSet"`
+// readConf reads the switches of conf.yml, each under its key in ipamconf.Settings.
+// spiderpool reads conf.yml into plain booleans: a key that is absent is false there.
+func readConf(raw string) (ipamconf.Switches, error) {
+	var keys map[string]json.RawMessage
+	if err := yaml.Unmarshal([]byte(raw), &keys); err != nil {
+		return ipamconf.Switches{}, err
+	}
+	var sw ipamconf.Switches
+	for _, st := range ipamconf.Settings {
+		var on bool
+		if v, ok := keys[st.Key]; ok {
+			if err := json.Unmarshal(v, &on); err != nil {
+				return ipamconf.Switches{}, fmt.Errorf("%s: want true or false: %w", st.Key, err)
+			}
+		}
+		st.Set(&sw, on)
+	}
+	return sw, nil
 }
 
 // ReadSwitches finds spiderpool-conf in any namespace and reads its switches. With none
@@ -75,8 +89,7 @@ func ReadSwitches(ctx context.Context, r client.Reader, given ipamconf.Switches,
 	cm := list.Items[0]
 	source := cm.Namespace + "/" + cm.Name
 	raw, ok := cm.Data["conf.yml"]
-	var conf confFile
-	err := yaml.Unmarshal([]byte(raw), &conf)
+	conf, err := readConf(raw)
 	if !ok || err != nil {
 		why := "has no conf.yml"
 		if err != nil {
@@ -84,13 +97,13 @@ func ReadSwitches(ctx context.Context, r client.Reader, given ipamconf.Switches,
 		}
 		return switchesOf("", given), []Problem{{
 			Message: fmt.Sprintf("ConfigMap %s %s, so spiderpool's IPAM switches are unknown", source, why),
-			Fix:     fmt.Sprintf("repair it (kubectl edit configmap -n %s %s) or delete it and give the migration spiderpool's switches (--enable-ipv4, --enable-ipv6, --enable-stateful-set)", cm.Namespace, cm.Name),
+			Fix:     fmt.Sprintf("repair it (kubectl edit configmap -n %s %s) or delete it and give the migration spiderpool's switches (%s)", cm.Namespace, cm.Name, settingFlags()),
 		}}, nil
 	}
-	found := switchesOf(source, ipamconf.Switches{NoIPv4: !conf.EnableIPv4, NoIPv6: !conf.EnableIPv6, NoStatefulSet: !conf.EnableStatefulSet})
+	found := switchesOf(source, conf)
 	var blockers []Problem
 	if err := found.switches.Validate(); err != nil {
-		blockers = append(blockers, Problem{Message: fmt.Sprintf("%s sets enableIPv4 and enableIPv6 false: nicpool needs one family", source)})
+		blockers = append(blockers, Problem{Message: fmt.Sprintf("%s sets %s and %s false: nicpool needs one family", source, ipamconf.KeyIPv4, ipamconf.KeyIPv6)})
 	}
 	if explicit && given != found.switches {
 		blockers = append(blockers, Problem{
@@ -102,11 +115,20 @@ func ReadSwitches(ctx context.Context, r client.Reader, given ipamconf.Switches,
 }
 
 func switchesOf(source string, sw ipamconf.Switches) Switches {
-	return Switches{Source: source, switches: sw, Settings: []Setting{
-		{Key: "enableIPv4", Value: !sw.NoIPv4, Flag: "--" + ipamconf.FlagIPv4 + "=" + strconv.FormatBool(!sw.NoIPv4)},
-		{Key: "enableIPv6", Value: !sw.NoIPv6, Flag: "--" + ipamconf.FlagIPv6 + "=" + strconv.FormatBool(!sw.NoIPv6)},
-		{Key: "enableStatefulSet", Value: !sw.NoStatefulSet, Flag: "--" + ipamconf.FlagStatefulSet + "=" + strconv.FormatBool(!sw.NoStatefulSet)},
-	}}
+	s := Switches{Source: source, switches: sw}
+	for _, st := range ipamconf.Settings {
+		s.Settings = append(s.Settings, Setting{Key: st.Key, Value: st.Enabled(sw), Flag: st.FlagArg(sw), chartValue: st.ChartValue()})
+	}
+	return s
+}
+
+// settingFlags lists the switches' flags: --enable-ipv4, --enable-ipv6, ...
+func settingFlags() string {
+	var fl []string
+	for _, st := range ipamconf.Settings {
+		fl = append(fl, "--"+st.Flag)
+	}
+	return strings.Join(fl, ", ")
 }
 
 func flags(s Switches) string {
@@ -124,7 +146,7 @@ func (s Switches) Install() []string {
 	var sets, fl []string
 	for _, st := range s.Settings {
 		if !st.Value {
-			sets = append(sets, "--set ipam."+st.Key+"=false")
+			sets = append(sets, "--set "+st.chartValue+"=false")
 			fl = append(fl, st.Flag)
 		}
 	}
