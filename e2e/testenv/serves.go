@@ -1,30 +1,26 @@
 package testenv
 
 import (
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+
+	"github.com/nicpool/nicpool/crds/served"
 )
 
 // Serves reports whether the API server serves resource (a plural, "servicecidrs")
-// of group version gv: what differs between the Kubernetes releases the tests run
-// against (networking.k8s.io/v1 ServiceCIDRs from 1.33 on).
+// of group version gv, as ipamd and the migration tell it (crds/served): what differs
+// between the Kubernetes releases the tests run against (networking.k8s.io/v1
+// ServiceCIDRs from 1.33 on), or a CRD a test removed.
 func (e *Env) Serves(gv schema.GroupVersion, resource string) (bool, error) {
-	disc, err := discovery.NewDiscoveryClientForConfig(e.Config)
+	disc, err := e.Discovery()
 	if err != nil {
 		return false, err
 	}
-	list, err := disc.ServerResourcesForGroupVersion(gv.String())
-	if apierrors.IsNotFound(err) {
-		return false, nil // the group version is not served at all
-	}
-	if err != nil {
-		return false, err
-	}
-	for _, r := range list.APIResources {
-		if r.Name == resource {
-			return true, nil
-		}
-	}
-	return false, nil
+	return served.Resource(disc, gv, resource)
+}
+
+// Discovery is a discovery client of the API server, for code that asks what it
+// serves.
+func (e *Env) Discovery() (discovery.DiscoveryInterface, error) {
+	return discovery.NewDiscoveryClientForConfig(e.Config)
 }

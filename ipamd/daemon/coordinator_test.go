@@ -259,7 +259,7 @@ func TestCoordinatorWithoutItsCRD(t *testing.T) {
 	}
 	status, b := askCoordinator(t, socket, podArgs("coord", "web"))
 	var msg string
-	if status != http.StatusInternalServerError || json.Unmarshal(b, &msg) != nil || !strings.Contains(msg, "install nicpool's CRD "+name) {
+	if status != http.StatusInternalServerError || json.Unmarshal(b, &msg) != nil || !strings.Contains(msg, "its CRD "+name+" is not installed: install nicpool's") {
 		t.Errorf("without the CRD: status %d, body %s", status, b)
 	}
 }

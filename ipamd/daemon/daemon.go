@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -17,11 +16,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -35,6 +31,7 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/ipamd/allocator"
+	"github.com/nicpool/nicpool/ipamd/coordinator"
 	"github.com/nicpool/nicpool/ipamd/ledger"
 	"github.com/nicpool/nicpool/ipamd/server"
 	"github.com/nicpool/nicpool/ipamd/service"
@@ -218,29 +215,19 @@ func (d *Daemon) Start(ctx context.Context) (<-chan error, error) {
 // serves it (a cache of a kind it does not serve would never sync, and ipamd would
 // never be ready for any pod).
 func (d *Daemon) startCoordinatorCaches(ctx context.Context) error {
-	serves := func(gv schema.GroupVersion, resource string) (bool, error) {
-		list, err := d.discovery.ServerResourcesForGroupVersion(gv.String())
-		if err != nil && !apierrors.IsNotFound(err) {
-			return false, fmt.Errorf("discover %s: %w", gv, err)
-		}
-		return list != nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == resource }), nil
-	}
-	ok, err := serves(v2beta1.GroupVersion, "spidercoordinators")
+	served, err := coordinator.Discover(d.discovery)
 	if err != nil {
 		return err
 	}
-	if ok {
+	if served.SpiderCoordinators {
 		if _, err := d.Cache.GetInformer(ctx, &v2beta1.SpiderCoordinator{}); err != nil {
 			return fmt.Errorf("informer for SpiderCoordinators: %w", err)
 		}
 		d.Service.SpiderCoordinators = true
 	} else {
-		d.opts.Log.Info("the API server serves no SpiderCoordinator (its CRD is not installed): coordinator's configuration is refused", "node", d.opts.NodeName)
+		d.opts.Log.Info(coordinator.NoCRD+": coordinator's configuration is refused", "node", d.opts.NodeName)
 	}
-	if ok, err = serves(networkingv1.SchemeGroupVersion, "servicecidrs"); err != nil {
-		return err
-	}
-	if ok {
+	if served.ServiceCIDRs {
 		if _, err := d.Cache.GetInformer(ctx, &networkingv1.ServiceCIDR{}); err != nil {
 			return fmt.Errorf("informer for ServiceCIDRs: %w", err)
 		}

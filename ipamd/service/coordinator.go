@@ -18,7 +18,7 @@ import (
 var ErrNoServiceCIDRs = errors.New("the cluster serves no networking.k8s.io/v1 ServiceCIDR (Kubernetes 1.33 and later), where nicpool reads the Service CIDRs coordinator routes through the node")
 
 // ErrNoSpiderCoordinatorCRD says the API server serves no SpiderCoordinator.
-var ErrNoSpiderCoordinatorCRD = errors.New("the API server serves no SpiderCoordinator: install nicpool's CRD spidercoordinators.spiderpool.spidernet.io (the manifests and the chart have it)")
+var ErrNoSpiderCoordinatorCRD = errors.New(coordinator.NoCRD + ": install nicpool's (the manifests and the chart have it)")
 
 // CoordinatorConfig answers spiderpool's coordinator plugin for a pod of this node:
 // the first SpiderCoordinator by name, the cluster's Service CIDRs and the pod's

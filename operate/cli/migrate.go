@@ -61,11 +61,15 @@ See docs/migrate-from-spiderpool.md for the whole procedure.`,
 			if err != nil {
 				return err
 			}
+			disc, err := o.discovery()
+			if err != nil {
+				return err
+			}
 			given := false
 			for _, st := range ipamconf.Settings {
 				given = given || cmd.Flags().Changed(st.Flag)
 			}
-			plan, err := migrate.Run(cmd.Context(), c, migrate.Options{DropUnplaced: loose, Switches: switches, SwitchesGiven: given})
+			plan, err := migrate.Run(cmd.Context(), c, disc, migrate.Options{DropUnplaced: loose, Switches: switches, SwitchesGiven: given})
 			if err != nil {
 				return err
 			}

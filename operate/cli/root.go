@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -99,6 +100,15 @@ func (o *options) restConfig() (*rest.Config, error) {
 	}
 	cfg.UserAgent = "kubectl-nicpool"
 	return cfg, nil
+}
+
+// discovery says which kinds the API server serves.
+func (o *options) discovery() (discovery.DiscoveryInterface, error) {
+	cfg, err := o.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	return discovery.NewDiscoveryClientForConfig(cfg)
 }
 
 // client reads the API server directly: every answer is what is stored now. Its

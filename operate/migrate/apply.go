@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds"
@@ -30,8 +31,9 @@ var ErrBlocked = errors.New("the migration is blocked")
 // Run reads the cluster, checks it and decides the plan: what --dry-run shows and
 // --apply carries out. Beside the pools' records, the plan holds the annotations that
 // nicpool's pod webhook would have written on each running pod, decided by the
-// webhook's own admission decision over what was read.
-func Run(ctx context.Context, r client.Reader, opts Options) (Plan, error) {
+// webhook's own admission decision over what was read. disc says which kinds the API
+// server serves.
+func Run(ctx context.Context, r client.Reader, disc discovery.ServerResourcesInterface, opts Options) (Plan, error) {
 	in, err := Read(ctx, r)
 	if err != nil {
 		return Plan{}, err
@@ -47,7 +49,7 @@ func Run(ctx context.Context, r client.Reader, opts Options) (Plan, error) {
 	var podWarnings []Problem
 	plan.Pods, podWarnings = plan.admitter.resolvePods(ctx, in.Pods)
 	plan.Warnings = append(plan.Warnings, podWarnings...)
-	blockers, warnings, err := Preflight(ctx, r, in)
+	blockers, warnings, err := Preflight(ctx, r, disc, in)
 	if err != nil {
 		return Plan{}, err
 	}

@@ -14,19 +14,22 @@ import (
 	"github.com/nicpool/nicpool/webhook/admission/views"
 )
 
+// crdFile is SpiderCoordinator's CRD in nicpool's manifests.
+const crdFile = "manifests/base/crds/spiderpool.spidernet.io_spidercoordinators.yaml"
+
 // coordinatorType is the CNI type of spiderpool's coordinator plugin.
 const coordinatorType = "coordinator"
 
 // coordinatorProblems says, while networks chain spiderpool's coordinator plugin, what
 // nicpool's ipamd would refuse to answer it after the migration (coordinator asks on
 // every ADD and DEL: GET /v1/coordinator/config on spiderpool's agent socket, which
-// ipamd serves): no SpiderCoordinator, one whose spec ipamd refuses
-// (coordinator.Check: the rule ipamd answers by), or a cluster that serves no
+// ipamd serves): no SpiderCoordinator CRD, no SpiderCoordinator, one whose spec ipamd
+// refuses (coordinator.Check: the rule ipamd answers by), or a cluster that serves no
 // networking.k8s.io/v1 ServiceCIDR. Each problem names the networks, the object and
 // its fields, and the fix; nothing is said while no network chains coordinator.
-// coords are the cluster's SpiderCoordinators; serviceCIDRs whether it serves
-// ServiceCIDRs.
-func coordinatorProblems(nads []nadv1.NetworkAttachmentDefinition, coords []v2beta1.SpiderCoordinator, serviceCIDRs bool) []Problem {
+// coords are the cluster's SpiderCoordinators; served which of the kinds ipamd reads
+// the API server serves (coordinator.Discover, as ipamd asks it).
+func coordinatorProblems(nads []nadv1.NetworkAttachmentDefinition, coords []v2beta1.SpiderCoordinator, served coordinator.Served) []Problem {
 	var chained []string
 	for _, n := range nads {
 		if chainsCoordinator(n.Spec.Config) {
@@ -43,6 +46,13 @@ func coordinatorProblems(nads []nadv1.NetworkAttachmentDefinition, coords []v2be
 	}
 	networks += " spiderpool's coordinator plugin, which nicpool's ipamd answers (GET " + coordinator.Path + ")"
 	var out []Problem
+	if !served.SpiderCoordinators {
+		return append(out, Problem{
+			Message: networks + ", but " + coordinator.NoCRD + ": ipamd would refuse coordinator's every question, and every new pod of these networks would fail its ADD",
+			Fix: "install nicpool's CRD alone now (kubectl apply --server-side -f " + crdFile + " of nicpool's source at its release), " +
+				"then create the SpiderCoordinator default with spec.podCIDRType none (docs/migrate-from-spiderpool.md); or remove the \"coordinator\" entry from the networks' plugins",
+		})
+	}
 	c := coordinator.Pick(coords)
 	if c == nil {
 		return append(out, Problem{
@@ -50,7 +60,7 @@ func coordinatorProblems(nads []nadv1.NetworkAttachmentDefinition, coords []v2be
 			Fix:     "create the SpiderCoordinator default with spec.podCIDRType none (docs/migrate-from-spiderpool.md)",
 		})
 	}
-	if !serviceCIDRs {
+	if !served.ServiceCIDRs {
 		out = append(out, Problem{
 			Message: networks + ", but the cluster serves no networking.k8s.io/v1 ServiceCIDR (Kubernetes 1.33 and later), where ipamd reads the Service CIDRs coordinator routes through the node: every new pod of these networks would fail its ADD",
 			Fix:     "upgrade the cluster to Kubernetes 1.33 or later, or remove the \"coordinator\" entry from the networks' plugins",

@@ -8,14 +8,16 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/served"
+	"github.com/nicpool/nicpool/ipamd/coordinator"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
@@ -28,8 +30,9 @@ var unsupportedKinds = []string{"SpiderSubnet", "SpiderMultusConfig"}
 // Preflight finds what must change before --apply may write (spiderpool still
 // running, nicpool's admission policy on pool status already installed, objects that
 // deleting spiderpool's CRDs would take with them, KubeVirt VM addresses) and what an operator should know (objects of kinds nicpool does not
-// serve). pods and endpoints are those Read returned.
-func Preflight(ctx context.Context, r client.Reader, in Inputs) (blockers, warnings []Problem, err error) {
+// serve). pods and endpoints are those Read returned; disc says which kinds the API
+// server serves.
+func Preflight(ctx context.Context, r client.Reader, disc discovery.ServerResourcesInterface, in Inputs) (blockers, warnings []Problem, err error) {
 	blockers = append(blockers, runningPods(in.Pods)...)
 	webhooks, err := spiderpoolWebhooks(ctx, r)
 	if err != nil {
@@ -53,26 +56,30 @@ func Preflight(ctx context.Context, r client.Reader, in Inputs) (blockers, warni
 		blockers = append(blockers, ownedBySpiderpool("network-attachment-definition", n.Namespace, n.Name, n.OwnerReferences)...)
 	}
 	blockers = append(blockers, virtualMachines(in.Endpoints)...)
+	srv, err := coordinator.Discover(disc)
+	if err != nil {
+		return nil, nil, err
+	}
 	coords := &v2beta1.SpiderCoordinatorList{}
-	if err := r.List(ctx, coords); err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("list spidercoordinators: %w", err)
+	if srv.SpiderCoordinators {
+		if err := r.List(ctx, coords); err != nil {
+			return nil, nil, fmt.Errorf("list spidercoordinators: %w", err)
+		}
 	}
-	serviceCIDRs := true
-	switch err := r.List(ctx, &networkingv1.ServiceCIDRList{}, client.Limit(1)); {
-	case meta.IsNoMatchError(err), apierrors.IsNotFound(err):
-		serviceCIDRs = false
-	case err != nil:
-		return nil, nil, fmt.Errorf("list servicecidrs: %w", err)
-	}
-	blockers = append(blockers, coordinatorProblems(in.Networks, coords.Items, serviceCIDRs)...)
+	blockers = append(blockers, coordinatorProblems(in.Networks, coords.Items, srv)...)
 	for _, kind := range unsupportedKinds {
+		switch ok, err := served.Resource(disc, v2beta1.GroupVersion, strings.ToLower(kind)+"s"); {
+		case err != nil:
+			return nil, nil, err
+		case !ok: // no such CRD (any more)
+			continue
+		}
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(v2beta1.GroupVersion.WithKind(kind + "List"))
-		switch err := r.List(ctx, list); {
-		case meta.IsNoMatchError(err), apierrors.IsNotFound(err): // no such CRD (any more)
-		case err != nil:
+		if err := r.List(ctx, list); err != nil {
 			return nil, nil, fmt.Errorf("list %ss: %w", kind, err)
-		case len(list.Items) > 0:
+		}
+		if len(list.Items) > 0 {
 			warnings = append(warnings, Problem{Message: fmt.Sprintf("%d %s objects: nicpool does not serve %ss; they stay as they are and nothing acts on them", len(list.Items), kind, kind)})
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	clientdiscovery "k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -203,4 +204,14 @@ func kubectl(t *testing.T, args ...string) (stdout, stderr string, code int) {
 		t.Logf("kubectl nicpool %s: %v", strings.Join(args, " "), err)
 	}
 	return out.String(), errOut.String(), cli.ExitCode(err)
+}
+
+// discovery is a discovery client of the test's API server, for migrate.Run.
+func discovery(t *testing.T) clientdiscovery.DiscoveryInterface {
+	t.Helper()
+	d, err := suite.env.Discovery()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

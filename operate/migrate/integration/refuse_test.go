@@ -52,7 +52,7 @@ func TestApplyRefusesWhatChangedSinceThePlan(t *testing.T) {
 	spiderpoolPool(t, "swapped", "10.150.0.0/24", "", "10.150.0.10-10.150.0.50", map[string]map[string]string{"10.150.0.10": rec(a)})
 	spiderpoolPool(t, "taken", "10.151.0.0/24", "", "10.151.0.10-10.151.0.200", map[string]map[string]string{"10.151.0.10": rec(b), "10.151.0.100": rec(a)})
 
-	plan, err := migrate.Run(ctx, c, migrate.Options{})
+	plan, err := migrate.Run(ctx, c, discovery(t), migrate.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestApplyRefusesWhatChangedSinceThePlan(t *testing.T) {
 	if _, err := l.ReleaseRecords(ctx, []ledger.Record{{Pool: "taken", Addr: netip.MustParseAddr("10.151.0.10"), Holder: holder}}); err != nil {
 		t.Fatal(err)
 	}
-	plan, err = migrate.Run(ctx, c, migrate.Options{})
+	plan, err = migrate.Run(ctx, c, discovery(t), migrate.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func TestSwitchesFromSpiderpoolConf(t *testing.T) {
 	}
 
 	t.Run("read from spiderpool-conf", func(t *testing.T) {
-		plan, err := migrate.Run(ctx, c, migrate.Options{})
+		plan, err := migrate.Run(ctx, c, discovery(t), migrate.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestSwitchesFromSpiderpoolConf(t *testing.T) {
 		}
 	})
 	t.Run("switches given that disagree", func(t *testing.T) {
-		plan, err := migrate.Run(ctx, c, migrate.Options{SwitchesGiven: true})
+		plan, err := migrate.Run(ctx, c, discovery(t), migrate.Options{SwitchesGiven: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestSwitchesFromSpiderpoolConf(t *testing.T) {
 		if err := c.Delete(ctx, conf); err != nil {
 			t.Fatal(err)
 		}
-		plan, err := migrate.Run(ctx, c, migrate.Options{Switches: ipamconf.Switches{NoIPv6: true, NoStatefulSet: true}, SwitchesGiven: true})
+		plan, err := migrate.Run(ctx, c, discovery(t), migrate.Options{Switches: ipamconf.Switches{NoIPv6: true, NoStatefulSet: true}, SwitchesGiven: true})
 		if err != nil {
 			t.Fatal(err)
 		}
