@@ -137,6 +137,10 @@ type Subject struct {
 	// unjudged. NodeLabels nil is a node whose labels are unknown.
 	Node       string
 	NodeLabels labels.Set
+	// Interface is the pod's interface the address is for, as the runtime names it
+	// (CNI_IFNAME), for the messages; "" when there is none (admission, a node asking
+	// whether it can serve at all).
+	Interface string
 	// Network is the NetworkAttachmentDefinition ("namespace/name") that attaches the
 	// interface, as the pod's annotations name it (annotations.Multus.Network); ""
 	// when none is known. Never the CNI configuration's name, which the NAD's author
@@ -150,6 +154,12 @@ type Subject struct {
 // Excludes returns why the pool may not serve the subject, as a sentence that starts
 // with what of the pool excludes it and ends with the fix, or "" when it may. The
 // error is a failed read of the namespace's labels.
+//
+// Where the cause is one spiderpool's agent also finds at CNI ADD (a node or network
+// the pool is not for), the sentence carries spiderpool's own words for it in
+// parentheses before the fix: spiderpool's users match those words in Events, and its
+// own e2e suite waits for them. The causes the webhook refuses at admission keep
+// nicpool's words alone (spiderpool never says them there).
 func (p *Pool) Excludes(s Subject) (string, error) {
 	switch {
 	case p.Terminating:
@@ -161,9 +171,11 @@ func (p *Pool) Excludes(s Subject) (string, error) {
 	case p.NodeSelectorError != "" && s.Node != "":
 		return "has an invalid " + p.NodeSelectorError + ": fix the pool or choose another", nil
 	case s.Node != "" && len(p.NodeNames) > 0 && !slices.Contains(p.NodeNames, s.Node):
-		return fmt.Sprintf("is restricted by spec.nodeName to [%s]: add node %q there or choose another pool", strings.Join(p.NodeNames, ", "), s.Node), nil
+		return fmt.Sprintf("is restricted by spec.nodeName to [%s] (unmatched Node name of IPPool %s): add node %q there or choose another pool",
+			strings.Join(p.NodeNames, ", "), p.Name, s.Node), nil
 	case s.Node != "" && p.NodeSelector != nil && !p.NodeSelector.Matches(s.NodeLabels):
-		return fmt.Sprintf("spec.nodeAffinity (%s) does not match the labels of node %q: label the node or choose another pool", p.NodeSelector, s.Node), nil
+		return fmt.Sprintf("spec.nodeAffinity (%s) does not match the labels of node %q (unmatched Node affinity of IPPool %s): label the node or choose another pool",
+			p.NodeSelector, s.Node, p.Name), nil
 	case s.Namespace != "" && !p.AdmitsNamespace(s.Namespace):
 		return fmt.Sprintf("is restricted by spec.namespaceName to [%s]: add namespace %q there or choose another pool", strings.Join(p.NamespaceNames, ", "), s.Namespace), nil
 	}
@@ -184,7 +196,7 @@ func (p *Pool) Excludes(s Subject) (string, error) {
 		return fmt.Sprintf("spec.podAffinity (%s) does not match the pod's labels: label the pod or choose another pool", p.PodSelector), nil
 	}
 	if s.Multus != nil && len(p.MultusNames) > 0 {
-		return p.excludesNetwork(*s.Multus, s.Network), nil
+		return p.excludesNetwork(*s.Multus, s.Interface, s.Network), nil
 	}
 	return "", nil
 }
@@ -192,7 +204,7 @@ func (p *Pool) Excludes(s Subject) (string, error) {
 // excludesNetwork judges spec.multusName: an entry "namespace/name" admits exactly
 // that NetworkAttachmentDefinition, a bare entry the one of that name in the
 // namespace m names (nicpool's own, as spiderpool reads a bare entry in its own).
-func (p *Pool) excludesNetwork(m annotations.Multus, network string) string {
+func (p *Pool) excludesNetwork(m annotations.Multus, iface, network string) string {
 	read := make([]string, len(p.MultusNames))
 	for i, e := range p.MultusNames {
 		read[i] = m.Qualify(e)
@@ -208,5 +220,15 @@ func (p *Pool) excludesNetwork(m annotations.Multus, network string) string {
 		return entries + " admits only interfaces attached through those NetworkAttachmentDefinitions, and this interface's is not known: name it in the pod's " +
 			annotations.MultusNetworks + " (or, for eth0, " + annotations.MultusDefaultNetwork + " or ipamd's --multus-cluster-network), or choose another pool"
 	}
-	return fmt.Sprintf("%s does not include this interface's NetworkAttachmentDefinition %s: attach the interface through one of them, add %s there, or choose another pool", entries, network, network)
+	return fmt.Sprintf("%s does not include this interface's NetworkAttachmentDefinition %s (%s): attach the interface through one of them, add %s there, or choose another pool",
+		entries, network, p.multusUnmatched(iface, network), network)
+}
+
+// multusUnmatched is spiderpool's sentence for an interface whose
+// NetworkAttachmentDefinition spec.multusName does not include: the entries as the pool
+// writes them, in Go's list notation as spiderpool prints them (its e2e suite builds
+// the same sentence from the pool's spec), and the interface's NAD.
+func (p *Pool) multusUnmatched(iface, network string) string {
+	return fmt.Sprintf("the spec.multusName [%s] in the IPPool %s used by the Pod interface %s is not matched with the multusCR %s specified by the Pod",
+		strings.Join(p.MultusNames, " "), p.Name, iface, network)
 }

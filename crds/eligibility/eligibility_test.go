@@ -156,3 +156,51 @@ func TestMultusNameCatalogue(t *testing.T) {
 		})
 	}
 }
+
+// The causes spiderpool's agent also finds at CNI ADD carry its words for them, which
+// its users' alerts and its own e2e suite match in Events, between nicpool's account
+// and the fix. The whole sentence is what ipamd's Event shows after "pool NAME ".
+func TestSpiderpoolWording(t *testing.T) {
+	m := &annotations.Multus{Namespace: "kube-system"}
+	tests := []struct {
+		name    string
+		mod     func(*v2beta1.SpiderIPPool)
+		subject Subject
+		want    string
+	}{
+		{name: "nodeName", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.NodeName = []string{"node-1", "node-3"} },
+			subject: Subject{Node: "node-2"},
+			want:    `is restricted by spec.nodeName to [node-1, node-3] (unmatched Node name of IPPool vlan-a): add node "node-2" there or choose another pool`},
+		{name: "nodeAffinity", mod: func(p *v2beta1.SpiderIPPool) {
+			p.Spec.NodeAffinity = &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "b"}}
+		},
+			subject: Subject{Node: "node-2", NodeLabels: labels.Set{"zone": "a"}},
+			want:    `spec.nodeAffinity (zone=b) does not match the labels of node "node-2" (unmatched Node affinity of IPPool vlan-a): label the node or choose another pool`},
+		{name: "multusName, eth0", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"team-a/macvlan-a"} },
+			subject: Subject{Interface: "eth0", Network: "kube-system/macvlan", Multus: m},
+			want: "spec.multusName [team-a/macvlan-a] does not include this interface's NetworkAttachmentDefinition kube-system/macvlan " +
+				"(the spec.multusName [team-a/macvlan-a] in the IPPool vlan-a used by the Pod interface eth0 is not matched with the multusCR kube-system/macvlan specified by the Pod): " +
+				"attach the interface through one of them, add kube-system/macvlan there, or choose another pool"},
+		// spiderpool prints the entries as the pool writes them, in Go's list notation.
+		{name: "multusName, several entries, bare ones", mod: func(p *v2beta1.SpiderIPPool) { p.Spec.MultusName = []string{"macvlan-a", "team-b/macvlan-b"} },
+			subject: Subject{Interface: "net1", Network: "team-c/macvlan-c", Multus: m},
+			want: "spec.multusName [macvlan-a, team-b/macvlan-b] (NetworkAttachmentDefinitions [kube-system/macvlan-a, team-b/macvlan-b]; a bare entry is in namespace kube-system) " +
+				"does not include this interface's NetworkAttachmentDefinition team-c/macvlan-c " +
+				"(the spec.multusName [macvlan-a team-b/macvlan-b] in the IPPool vlan-a used by the Pod interface net1 is not matched with the multusCR team-c/macvlan-c specified by the Pod): " +
+				"attach the interface through one of them, add team-c/macvlan-c there, or choose another pool"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &v2beta1.SpiderIPPool{}
+			p.Name, p.Spec.Subnet = "vlan-a", "10.1.0.0/16"
+			tt.mod(p)
+			why, err := NewPool(p).Excludes(tt.subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if why != tt.want {
+				t.Errorf("Excludes =\n%s\nwant\n%s", why, tt.want)
+			}
+		})
+	}
+}

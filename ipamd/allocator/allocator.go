@@ -130,7 +130,9 @@ func (r *Range) CIDR(a netip.Addr) string { return ipranges.CIDR(a, r.Subnet) }
 var ErrExhausted = errors.New("pool exhausted")
 
 // ExhaustedError says that a pool has no free address, with the counts an operator
-// needs to act on it.
+// needs to act on it. Its message begins with spiderpool's words for the same cause
+// (usedOut), which spiderpool's users and its own e2e suite match on in Events and CNI
+// errors; nicpool's account follows.
 type ExhaustedError struct {
 	Pool      string
 	Family    int64
@@ -139,9 +141,12 @@ type ExhaustedError struct {
 	Reserved  int64
 }
 
+// usedOut is spiderpool's phrase for a pool with no free address (its ErrIPUsedOut).
+const usedOut = "all IP addresses used out"
+
 func (e *ExhaustedError) Error() string {
-	return fmt.Sprintf("pool %s has no free IPv%d address: %d allocated of %d allocatable (%d more withheld by SpiderReservedIP); add addresses to spec.ips or release pods",
-		e.Pool, e.Family, e.Allocated, e.Total, e.Reserved)
+	return fmt.Sprintf("%s: pool %s has no free IPv%d address: %d allocated of %d allocatable (%d more withheld by SpiderReservedIP); add addresses to spec.ips or release pods",
+		usedOut, e.Pool, e.Family, e.Allocated, e.Total, e.Reserved)
 }
 
 func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }

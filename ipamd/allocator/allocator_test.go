@@ -14,9 +14,11 @@ func TestNewRangeInvalidSpec(t *testing.T) {
 	}
 }
 
+// The message begins with spiderpool's phrase for an exhausted pool, which users'
+// alerts and spiderpool's own e2e suite match on, then names the pool and its counts.
 func TestExhaustedMessageNamesPoolAndCounts(t *testing.T) {
 	e := &ExhaustedError{Pool: "blue", Family: 4, Total: 10, Allocated: 10, Reserved: 2}
-	want := "pool blue has no free IPv4 address: 10 allocated of 10 allocatable (2 more withheld by SpiderReservedIP); add addresses to spec.ips or release pods"
+	want := "all IP addresses used out: pool blue has no free IPv4 address: 10 allocated of 10 allocatable (2 more withheld by SpiderReservedIP); add addresses to spec.ips or release pods"
 	if e.Error() != want {
 		t.Errorf("got %q", e.Error())
 	}

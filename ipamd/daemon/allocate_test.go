@@ -268,14 +268,16 @@ func TestExhaustionOnOneInterfaceLeavesOtherPoolsUntouched(t *testing.T) {
 		}
 	}
 	// The failure is told on the pod, where its owner looks, in spiderpool's words
-	// first (what spiderpool's users and its e2e suite match), then nicpool's.
+	// first (what spiderpool's users and its e2e suite match), then nicpool's; the
+	// cause carries spiderpool's phrase for an exhausted pool before nicpool's counts.
 	fixtures.Eventually(t, "an AllocationFailed event on pod exh/app", func(ctx context.Context) (bool, error) {
 		var events corev1.EventList
 		if err := env.Client.List(ctx, &events, client.InNamespace("exh")); err != nil {
 			return false, err
 		}
 		for _, e := range events.Items {
-			if e.InvolvedObject.Name == "app" && e.Reason == "AllocationFailed" && strings.HasPrefix(e.Message, "spiderpool IP allocation error: interface net1: ") && strings.Contains(e.Message, "exh-net1-v6") {
+			if e.InvolvedObject.Name == "app" && e.Reason == "AllocationFailed" && strings.HasPrefix(e.Message, "spiderpool IP allocation error: interface net1: ") &&
+				strings.Contains(e.Message, "all IP addresses used out: pool exh-net1-v6 has no free IPv6 address: 1 allocated of 1 allocatable") {
 				return true, nil
 			}
 		}
@@ -316,11 +318,12 @@ func TestPoolChoiceAndFallbacks(t *testing.T) {
 	if err != nil || r.IPs[0].Pool != "choice-net" {
 		t.Errorf("network default: %+v %v", r, err)
 	}
-	// Nothing eligible: refused with the reasons.
+	// Nothing eligible: refused with the reasons, the node's in spiderpool's words too.
 	bad := createPod(t, "choice", "bad", "choice-node", withAnnotations(annotations.IPPools, `[{"interface":"eth0","ipv4":["choice-disabled","choice-othernode"]}]`))
 	_, err = d.Service.Allocate(ctx, addReq(bad, "eth0", "c"))
 	var ae *api.Error
-	if !errors.As(err, &ae) || ae.Code != api.CodeNoPool || !strings.Contains(ae.Error(), "spec.disable") || !strings.Contains(ae.Error(), "spec.nodeName") {
+	if !errors.As(err, &ae) || ae.Code != api.CodeNoPool || !strings.Contains(ae.Error(), "spec.disable") ||
+		!strings.Contains(ae.Error(), `pool choice-othernode is restricted by spec.nodeName to [elsewhere] (unmatched Node name of IPPool choice-othernode): add node "choice-node" there`) {
 		t.Errorf("ineligible pools: %v", err)
 	}
 	checkInvariants(t, false)

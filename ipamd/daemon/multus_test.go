@@ -41,8 +41,10 @@ func TestBareMultusNameIsNicpoolsNamespace(t *testing.T) {
 		withAnnotations(annotations.MultusNetworks, "prodnet", annotations.IPPools, `[{"interface":"net1","ipv4":["tenant-a-pool"]}]`))
 	req = addReq(other, "net1", "c")
 	req.Network.Name = "tenant-a/prodnet"
-	if r, err := d.Service.Allocate(ctx, req); !errors.As(err, &ae) || ae.Code != api.CodeNoPool {
-		t.Errorf("tenant-b/prodnet from a pool of multusName tenant-a/prodnet: got %+v, %v; want refused", r, err)
+	// The refusal carries spiderpool's sentence for it too, naming the interface.
+	if r, err := d.Service.Allocate(ctx, req); !errors.As(err, &ae) || ae.Code != api.CodeNoPool ||
+		!strings.Contains(ae.Error(), "the spec.multusName [tenant-a/prodnet] in the IPPool tenant-a-pool used by the Pod interface net1 is not matched with the multusCR tenant-b/prodnet specified by the Pod") {
+		t.Errorf("tenant-b/prodnet from a pool of multusName tenant-a/prodnet: got %+v, %v; want refused in spiderpool's words too", r, err)
 	}
 	if n := len(records(t, "prodnet-pool")) + len(records(t, "tenant-a-pool")); n != 0 {
 		t.Errorf("the refused ADDs left %d addresses allocated", n)

@@ -210,6 +210,7 @@ func (s *Service) take(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespac
 		PodLabels:       pod.Labels,
 		Node:            s.Node,
 		NodeLabels:      nodeLabels(s.node(ctx)),
+		Interface:       owner.Interface,
 		Network:         s.Multus.Network(pod.Annotations, pod.Namespace, owner.Interface),
 		Multus:          &s.Multus,
 	}
