@@ -14,6 +14,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
@@ -298,7 +299,28 @@ func (s *Service) event(obj runtime.Object, reason, note string) {
 	if s.Events == nil || obj == nil {
 		return
 	}
-	s.Events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Allocate", "%s%s", allocationError, note)
+	s.Events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Allocate", "%s", eventNote(note))
+}
+
+// maxNote is the longest Event note the API server accepts: it refuses a longer one
+// (events.k8s.io/v1), and the pod would show no Event at all.
+const maxNote = 1024
+
+// eventNote is the note of an allocation Event: spiderpool's prefix, then the reason,
+// cut to maxNote bytes on a character boundary, ending in " ...", when longer (a
+// reason that lists many pools). The first causes, where spiderpool's phrases are,
+// stay.
+func eventNote(reason string) string {
+	note := allocationError + reason
+	if len(note) <= maxNote {
+		return note
+	}
+	const more = " ..."
+	cut := maxNote - len(more)
+	for cut > 0 && !utf8.RuneStart(note[cut]) {
+		cut--
+	}
+	return note[:cut] + more
 }
 
 // errEndpointMoved says the endpoint changed under us (conflict, deleted, replaced):
