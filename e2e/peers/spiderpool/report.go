@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -84,10 +85,20 @@ func ReadExpectations(path string) (*Expectations, error) {
 }
 
 // Validate checks that every entry names a suite, a spec, an outcome other than
-// passed, a reason the list defines and a detail, and that no spec is listed twice.
+// passed, a reason the list defines and a detail, that no spec is listed twice, and
+// that every reason is some spec's (a reason whose last spec started passing goes).
 func (e *Expectations) Validate() error {
 	var errs []error
 	seen := map[string]bool{}
+	used := map[string]bool{}
+	for _, x := range e.Specs {
+		used[x.Reason] = true
+	}
+	for _, r := range slices.Sorted(maps.Keys(e.Reasons)) {
+		if !used[r] {
+			errs = append(errs, fmt.Errorf("reasons.%s: no spec is listed with this reason: remove it", r))
+		}
+	}
 	for i, x := range e.Specs {
 		where := fmt.Sprintf("specs[%d] (%s: %q)", i, x.Suite, x.Spec)
 		if x.Suite == "" || x.Spec == "" {

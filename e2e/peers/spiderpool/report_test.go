@@ -142,6 +142,10 @@ func TestExpectationsValidate(t *testing.T) {
 	if e.Validate() == nil {
 		t.Error("a spec listed twice: accepted")
 	}
+	e = &Expectations{Reasons: map[string]string{"r": "why", "gone": "its last spec passes now"}, Specs: []Expectation{ok}}
+	if err := e.Validate(); err == nil || !strings.Contains(err.Error(), "reasons.gone") {
+		t.Errorf("a reason no spec is listed with: %v, want an error naming reasons.gone", err)
+	}
 }
 
 // TestCommittedList checks expected.yaml itself: it parses, every entry is valid and
