@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/fixtures"
+	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/ipamd/service"
 )
 
@@ -322,6 +324,176 @@ func TestStatefulSetPoolChangeKeepsTheOtherFamily(t *testing.T) {
 	}
 	if n := len(records(t, "stsf-v4")); n != 0 {
 		t.Errorf("the former IPv4 pool still holds %d addresses", n)
+	}
+	checkInvariants(t, true)
+}
+
+// spiderpool's A00017: a StatefulSet pod's net1 draws from its CNI network's default
+// pools, and the network is changed to name another IPv4 pool before the pod is
+// recreated. eth0's ADD takes the endpoint over without seeing net1's network, so net1
+// arrives at its own ADD still holding the old pool's address: that ADD releases it
+// and takes one of the new pool, while net1's IPv6 address, whose pool the network
+// still names, and eth0's are kept.
+func TestStatefulSetNetworkDefaultPoolChangeMovesThatInterface(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "stsm")
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stsm-eth0", "10.64.0.0/16", []string{"10.64.0.1-10.64.0.20"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stsm-net1-a", "172.29.0.0/16", []string{"172.29.0.1-172.29.0.20"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stsm-net1-b", "172.30.0.0/16", []string{"172.30.0.1-172.30.0.20"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stsm-net1-v6", "fd00:29::/64", []string{"fd00:29::1-fd00:29::20"}))
+	d, _ := startDaemon(t, "stsm-node-a")
+	d2, _ := startDaemon(t, "stsm-node-b")
+	sts := createStatefulSet(t, "stsm", "db", 1)
+	eth0 := api.NetworkConfig{Name: "default", DefaultIPv4Pools: []string{"stsm-eth0"}}
+	net1 := api.NetworkConfig{Name: "macvlan", DefaultIPv4Pools: []string{"stsm-net1-a"}, DefaultIPv6Pools: []string{"stsm-net1-v6"}}
+	add := func(svc *service.Service, p *corev1.Pod, iface string, network api.NetworkConfig) string {
+		t.Helper()
+		got, err := addOn(svc, p, iface, network)
+		if err != nil {
+			t.Fatalf("ADD %s of %s: %v", iface, p.Name, err)
+		}
+		return got
+	}
+	old := createPod(t, "stsm", "db-0", "stsm-node-a", ownedBy(sts), withAnnotations(annotations.MultusNetworks, "macvlan",
+		annotations.EndpointUID, annotations.NoEndpoint))
+	eth0Before, net1Before := add(d.Service, old, "eth0", eth0), add(d.Service, old, "net1", net1)
+	if !strings.HasPrefix(net1Before, "172.29.") || !strings.Contains(net1Before, ",fd00:29::") {
+		t.Fatalf("net1 got %s, want an address of stsm-net1-a and one of stsm-net1-v6", net1Before)
+	}
+	ep := getEndpoint(t, "stsm", "db-0")
+	for _, i := range []string{"eth0", "net1"} {
+		if r, err := d.Service.Release(ctx, delReq(old, i, "c-"+string(old.UID))); err != nil || len(r.Released) != 0 {
+			t.Fatalf("DEL %s of a returning StatefulSet pod released %+v (%v)", i, r, err)
+		}
+	}
+	deletePod(t, old)
+
+	// The network now names stsm-net1-b for IPv4; the pod comes back on another node.
+	net1.DefaultIPv4Pools = []string{"stsm-net1-b"}
+	fresh := createPod(t, "stsm", "db-0", "stsm-node-b", ownedBy(sts), withAnnotations(annotations.MultusNetworks, "macvlan",
+		annotations.EndpointUID, string(ep.UID)))
+	eth0After, net1After := add(d2.Service, fresh, "eth0", eth0), add(d2.Service, fresh, "net1", net1)
+	if eth0After != eth0Before {
+		t.Errorf("eth0 had %s, now %s, though its pool did not change", eth0Before, eth0After)
+	}
+	v6 := func(s string) string { return s[strings.Index(s, ",")+1:] }
+	if !strings.HasPrefix(net1After, "172.30.") || v6(net1After) != v6(net1Before) {
+		t.Errorf("net1 had %s, now %s: want an IPv4 address of stsm-net1-b and the same IPv6 address", net1Before, net1After)
+	}
+	if recs := records(t, "stsm-net1-a"); len(recs) != 0 {
+		t.Errorf("the pool the network no longer names still holds %v", recs)
+	}
+	for key, rec := range recordsOf(t, "stsm-eth0", "stsm-net1-b", "stsm-net1-v6") {
+		if rec.PodUID != string(fresh.UID) {
+			t.Errorf("%s recorded for pod UID %s, want %s", key, rec.PodUID, fresh.UID)
+		}
+	}
+	ep2 := getEndpoint(t, "stsm", "db-0")
+	for _, e := range ep2.Status.Current.IPs {
+		if e.Interface == "net1" && (e.IPv4Pool == nil || *e.IPv4Pool != "stsm-net1-b" || e.IPv6Pool == nil || *e.IPv6Pool != "stsm-net1-v6") {
+			t.Errorf("endpoint records net1 from pools %q and %q", deref(e.IPv4Pool), deref(e.IPv6Pool))
+		}
+	}
+	// A repeated ADD (a retry of the runtime) answers the same addresses and frees nothing.
+	if again := add(d2.Service, fresh, "net1", net1); again != net1After {
+		t.Errorf("a repeated ADD of net1 answered %s, first %s", again, net1After)
+	}
+	checkInvariants(t, true)
+}
+
+// addOn runs the ADD of one interface attached through network and returns its
+// addresses, comma-separated.
+func addOn(svc *service.Service, p *corev1.Pod, iface string, network api.NetworkConfig) (string, error) {
+	req := addReq(p, iface, "c-"+string(p.UID))
+	req.Network = network
+	r, err := svc.Allocate(context.Background(), req)
+	if err != nil {
+		return "", err
+	}
+	return strings.Join(addresses(r), ","), nil
+}
+
+// A StatefulSet pod whose net1 network names a new pool that has no free address: the
+// ADD fails and net1 keeps holding its old address (nothing is lost for an address
+// that is not there); once the new pool has room, the next ADD moves net1 to it.
+func TestStatefulSetPoolChangeWithoutRoomKeepsTheOldAddress(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "stsx")
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stsx-eth0", "10.65.0.0/16", []string{"10.65.0.1-10.65.0.20"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stsx-net1-a", "10.66.0.0/16", []string{"10.66.0.1-10.66.0.20"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("stsx-net1-b", "10.67.0.0/16", []string{"10.67.0.1"}))
+	d, _ := startDaemon(t, "stsx-node")
+	sts := createStatefulSet(t, "stsx", "db", 1)
+	eth0 := api.NetworkConfig{Name: "default", DefaultIPv4Pools: []string{"stsx-eth0"}}
+	net1 := api.NetworkConfig{Name: "macvlan", DefaultIPv4Pools: []string{"stsx-net1-a"}}
+	// Another pod holds stsx-net1-b's only address.
+	other := createPod(t, "stsx", "other", "stsx-node", withAnnotations(annotations.MultusNetworks, "macvlan"))
+	if _, err := addOn(d.Service, other, "net1", api.NetworkConfig{Name: "macvlan", DefaultIPv4Pools: []string{"stsx-net1-b"}}); err != nil {
+		t.Fatal(err)
+	}
+	old := createPod(t, "stsx", "db-0", "stsx-node", ownedBy(sts), withAnnotations(annotations.MultusNetworks, "macvlan",
+		annotations.EndpointUID, annotations.NoEndpoint))
+	for iface, network := range map[string]api.NetworkConfig{"eth0": eth0, "net1": net1} {
+		if _, err := addOn(d.Service, old, iface, network); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ep := getEndpoint(t, "stsx", "db-0")
+	deletePod(t, old)
+
+	net1.DefaultIPv4Pools = []string{"stsx-net1-b"}
+	fresh := createPod(t, "stsx", "db-0", "stsx-node", ownedBy(sts), withAnnotations(annotations.MultusNetworks, "macvlan",
+		annotations.EndpointUID, string(ep.UID)))
+	if _, err := addOn(d.Service, fresh, "eth0", eth0); err != nil {
+		t.Fatal(err)
+	}
+	_, err := addOn(d.Service, fresh, "net1", net1)
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodePoolExhausted {
+		t.Fatalf("ADD of net1 with stsx-net1-b full: %v, want pool exhausted", err)
+	}
+	held := records(t, "stsx-net1-a")
+	if len(held) != 1 {
+		t.Fatalf("after the failed ADD stsx-net1-a holds %v, want net1's old address", held)
+	}
+	for _, rec := range held {
+		if rec.PodUID != string(fresh.UID) || rec.Interface != "net1" {
+			t.Errorf("stsx-net1-a's address is recorded for %+v, want net1 of pod UID %s", rec, fresh.UID)
+		}
+	}
+
+	if _, err := d.Service.Release(ctx, delReq(other, "net1", "c-"+string(other.UID))); err != nil {
+		t.Fatal(err)
+	}
+	got, err := addOn(d.Service, fresh, "net1", net1)
+	if err != nil || got != "10.67.0.1/16" {
+		t.Fatalf("ADD of net1 once stsx-net1-b has room: %q %v, want 10.67.0.1/16", got, err)
+	}
+	if recs := records(t, "stsx-net1-a"); len(recs) != 0 {
+		t.Errorf("stsx-net1-a still holds %v", recs)
+	}
+	checkInvariants(t, true)
+}
+
+// A pod that no StatefulSet controls keeps what its pod UID holds at a repeated ADD
+// (a sandbox recreated) though its network names other pools since, as in spiderpool:
+// only StatefulSet pods, whose addresses outlive them, are moved to the new pools.
+func TestPodKeepsItsAddressWhenItsNetworkNamesOtherPools(t *testing.T) {
+	createNamespace(t, "netk")
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("netk-a", "10.68.0.0/16", []string{"10.68.0.1-10.68.0.20"}))
+	fixtures.CreatePool(t, env.Client, fixtures.Pool("netk-b", "10.69.0.0/16", []string{"10.69.0.1-10.69.0.20"}))
+	d, _ := startDaemon(t, "netk-node")
+	p := createPod(t, "netk", "web", "netk-node", withAnnotations(annotations.MultusNetworks, "macvlan"))
+	first, err := addOn(d.Service, p, "net1", api.NetworkConfig{Name: "macvlan", DefaultIPv4Pools: []string{"netk-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := addOn(d.Service, p, "net1", api.NetworkConfig{Name: "macvlan", DefaultIPv4Pools: []string{"netk-b"}})
+	if err != nil || again != first {
+		t.Errorf("repeated ADD after the network changed pools: %q %v, want %s", again, err, first)
+	}
+	if n := len(records(t, "netk-b")); n != 0 {
+		t.Errorf("netk-b holds %d addresses", n)
 	}
 	checkInvariants(t, true)
 }

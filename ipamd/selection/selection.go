@@ -8,6 +8,7 @@ package selection
 import (
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,13 @@ func (c Choice) Pools(family int64) []string {
 		return c.IPv6
 	}
 	return c.IPv4
+}
+
+// Allows reports whether the interface may keep an address of pool for family: the
+// pool is among the choice's pools of that family. A StatefulSet pod's interface keeps
+// only such addresses, at a takeover and at each of its own ADDs.
+func (c Choice) Allows(family int64, pool string) bool {
+	return pool != "" && slices.Contains(c.Pools(family), pool)
 }
 
 // Families lists the IP families the interface needs, IPv4 first.

@@ -158,7 +158,7 @@ func (s *Service) allocateAndRecord(ctx context.Context, pod *corev1.Pod, ns *co
 			return nil, "", cniError(api.CodeTryAgainLater, "take over or clean the pod's SpiderEndpoint", err)
 		}
 		phase := time.Now()
-		got, fresh, aerr := s.take(ctx, pod, ns, ep, owner, choice, req.Network)
+		got, fresh, stale, aerr := s.take(ctx, pod, ns, ep, owner, choice, req.Network)
 		taken = append(taken, fresh...)
 		metrics.AllocationPhase.WithLabelValues("pools").Observe(time.Since(phase).Seconds())
 		if aerr != nil {
@@ -179,6 +179,14 @@ func (s *Service) allocateAndRecord(ctx context.Context, pod *corev1.Pod, ns *co
 			s.event(pod, "AllocationFailed", fmt.Sprintf("interface %s: record SpiderEndpoint: %v", req.Interface, err))
 			return nil, "", cniError(api.CodeTryAgainLater, "record the allocation in SpiderEndpoint "+pod.Namespace+"/"+pod.Name, err)
 		}
+		// Only once the endpoint names the interface's addresses of its pools: until
+		// then it may still name these, which must not be handed out meanwhile.
+		if released, err := s.release(ctx, owner, stale); err != nil {
+			// What is recorded stays (a retry finds it); the retry releases the rest.
+			return nil, "", cniError(api.CodeTryAgainLater, "release what interface "+req.Interface+" holds from pools it no longer draws from", err)
+		} else if len(released) > 0 {
+			log.Info("released addresses of pools the interface no longer draws from", "released", released, "source", choice.Source)
+		}
 		switch {
 		case tookOver:
 			outcome = metrics.OutcomeTakenOver
@@ -198,10 +206,27 @@ func (s *Service) allocateAndRecord(ctx context.Context, pod *corev1.Pod, ns *co
 
 // take returns one address per family the choice asks for: the one the owner holds,
 // else a new one from the first pool that can give it. fresh lists the new ones.
-func (s *Service) take(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace, ep *v2beta1.SpiderEndpoint, owner allocator.Owner, choice selection.Choice, network api.NetworkConfig) (got, fresh []held, aerr *api.Error) {
-	current, err := s.heldBy(ctx, owner, ep, append(append([]string(nil), choice.IPv4...), choice.IPv6...)...)
+//
+// A StatefulSet pod's addresses outlive its pod UIDs (takeOver, which at another
+// interface's ADD cannot see this interface's CNI network and keeps its addresses), so
+// its interface keeps only what it holds from a pool the choice allows
+// (Choice.Allows), as spiderpool does at each ADD of a StatefulSet pod: stale lists the
+// rest, for the caller to release once the endpoint no longer names them. Any other
+// pod keeps what its pod UID holds, whatever its pools became since.
+func (s *Service) take(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace, ep *v2beta1.SpiderEndpoint, owner allocator.Owner, choice selection.Choice, network api.NetworkConfig) (got, fresh, stale []held, aerr *api.Error) {
+	all, err := s.heldBy(ctx, owner, ep, append(append([]string(nil), choice.IPv4...), choice.IPv6...)...)
 	if err != nil {
-		return nil, nil, cniError(api.CodeTryAgainLater, "read what the interface holds", err)
+		return nil, nil, nil, cniError(api.CodeTryAgainLater, "read what the interface holds", err)
+	}
+	_, sticky := workload.StatefulSetOf(pod.OwnerReferences)
+	sticky = sticky && s.Switches.StatefulSets()
+	var current []held
+	for _, h := range all {
+		if !sticky || choice.Allows(ipranges.Family(h.addr), h.pool.Name) {
+			current = append(current, h)
+		} else {
+			stale = append(stale, h)
+		}
 	}
 	target := eligibility.Subject{
 		Namespace:       pod.Namespace,
@@ -221,14 +246,15 @@ func (s *Service) take(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespac
 		}
 		h, err := s.allocate(ctx, owner, fam, choice.Pools(fam), target)
 		if err != nil {
-			return got, fresh, err
+			return got, fresh, stale, err
 		}
 		got, fresh = append(got, h), append(fresh, h)
 	}
-	return got, fresh, nil
+	return got, fresh, stale, nil
 }
 
-// pick returns the lowest address of one family among what an owner holds.
+// pick returns the lowest address of one family among what an owner holds (of pools
+// the choice allows).
 func pick(hs []held, fam int64) (held, bool) {
 	var best held
 	for _, h := range hs {

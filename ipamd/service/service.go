@@ -241,11 +241,20 @@ func recordedAddrs(ep *v2beta1.SpiderEndpoint, owner allocator.Owner) map[string
 // owner.Interface is empty) in the pools where it holds any, plus extra pools. Records
 // of another pod name are never released, whatever their UID.
 func (s *Service) releaseAll(ctx context.Context, owner allocator.Owner, ep *v2beta1.SpiderEndpoint, extra ...string) ([]string, error) {
-	var released []string
 	hs, err := s.heldBy(ctx, owner, ep, extra...)
 	if err != nil {
 		return nil, err
 	}
+	return s.release(ctx, owner, hs)
+}
+
+// release gives back what owner holds (heldBy's answer, or part of it) through the
+// ledger, one call per pool, and returns the addresses released: DEL, leftover
+// endpoints, takeovers and an ADD whose interface holds addresses of pools it no
+// longer draws from all release through it (a failed ADD's undo calls the ledger's
+// Release address by address, carrying on past a failure).
+func (s *Service) release(ctx context.Context, owner allocator.Owner, hs []held) ([]string, error) {
+	var released []string
 	byPool := map[string][]netip.Addr{}
 	var order []string
 	for _, h := range hs {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -198,7 +197,8 @@ func (s *Service) transfer(ctx context.Context, pool string, owner allocator.Own
 // picked the pools (pod annotation, namespace defaults, CNI network defaults, cluster
 // defaults: design.md I5). The request describes only its own interface's CNI network;
 // another interface whose choice falls to the cluster defaults may have network
-// defaults this request cannot see, and keeps its addresses.
+// defaults this request cannot see, and keeps its addresses here: its own ADD, which
+// sees them, releases those of a pool its network no longer names (take).
 func (s *Service) keptFamilies(pod *corev1.Pod, ns *corev1.Namespace, ifs []annotations.Interface, d v2beta1.IPAllocationDetail, iface string, network api.NetworkConfig, pools []v2beta1.SpiderIPPool) (v4, v6 bool) {
 	if d.Interface == "" {
 		return false, false // spiderpool's bug 1 record: not an interface of anything
@@ -221,8 +221,7 @@ func (s *Service) keptFamilies(pod *corev1.Pod, ns *corev1.Namespace, ifs []anno
 	if !own && choice.Source == selection.SourceCluster {
 		return true, true
 	}
-	same := func(pool *string, list []string) bool { return pool != nil && slices.Contains(list, *pool) }
-	return same(d.IPv4Pool, choice.IPv4), same(d.IPv6Pool, choice.IPv6)
+	return choice.Allows(v2beta1.IPv4, deref(d.IPv4Pool)), choice.Allows(v2beta1.IPv6, deref(d.IPv6Pool))
 }
 
 // discard releases what the leftover endpoint's pod (its namespace/name, the UID it
