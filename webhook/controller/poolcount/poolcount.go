@@ -13,8 +13,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,16 +31,21 @@ import (
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
-// CountEvery is the shortest time between two recounts of one pool: a pool whose
-// blocks change many times a second has its counts written once a second.
+// CountEvery is the shortest time between two writes of one pool's status. The first
+// change after a pool was left unwritten for CountEvery is written at once (as soon as
+// the block's watch event reaches the counter); the changes that follow within
+// CountEvery of a write are written together, once, when CountEvery has passed: a pool
+// whose blocks change many times a second is written about once a second, and a lone
+// allocation on a quiet pool shows in status.allocatedIPs without waiting.
 var CountEvery = time.Second
 
 // Counter is the one owner of every pool's counts, status.allocatedIPCount and
 // status.totalIPCount, which `kubectl get sp` shows, and of status.allocatedIPs, the
 // string of records spiderpool's tools read: it recounts a pool from its blocks
-// (ledger.Recount), at most once per CountEvery, when its blocks, its spec or any
-// SpiderReservedIP change. A pool whose status does not decode, or still holds
-// spiderpool's records, is left as it is, with a log line and an Event naming it.
+// (ledger.RecountWrote) when its blocks, its spec or any SpiderReservedIP change, and
+// writes it at most once per CountEvery (leading and trailing edge: see CountEvery).
+// A pool whose status does not decode, or still holds spiderpool's records, is left
+// as it is, with a log line and an Event naming it.
 // It also moves the records of pools written by an older nicpool
 // (status.allocatedIPs) into blocks (ledger.Migrate), so an upgrade completes even on
 // pools no node allocates from.
@@ -48,15 +55,20 @@ type Counter struct {
 	Reader client.Reader
 	// Events records the counter's Events on pools; nil records none.
 	Events events.EventRecorder
+	// Clock tells when CountEvery has passed since a pool's last write; nil is the
+	// real clock.
+	Clock clock.PassiveClock
 
-	mu      sync.Mutex
-	last    map[string]time.Time
+	mu sync.Mutex
+	// written is when the counter last wrote each pool's status; a recount that
+	// changed nothing leaves it, so it does not hold back the next change.
+	written map[string]time.Time
 	omitted map[string]bool
 }
 
 // NewCounter returns a counter writing through l, whose cache must hold every IPBlock.
 func NewCounter(l *ledger.Ledger) *Counter {
-	return &Counter{Ledger: l, last: map[string]time.Time{}, omitted: map[string]bool{}}
+	return &Counter{Ledger: l, written: map[string]time.Time{}, omitted: map[string]bool{}}
 }
 
 // SetupWithManager runs the counter in the elected leader on pool spec changes, on
@@ -117,17 +129,23 @@ func equalCount(a, b *int64) bool {
 
 // Reconcile implements reconcile.Reconciler.
 func (c *Counter) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	c.mu.Lock()
-	if wait := CountEvery - time.Since(c.last[req.Name]); wait > 0 {
-		c.mu.Unlock()
+	if wait := c.wait(req.Name); wait > 0 {
+		// Within CountEvery of the last write: this change is written with every other
+		// one that comes before then, in one write when CountEvery has passed.
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	c.last[req.Name] = time.Now()
-	c.mu.Unlock()
 	if err := c.Ledger.Migrate(ctx, req.Name); client.IgnoreNotFound(err) != nil {
 		return reconcile.Result{}, err
 	}
-	err := c.Ledger.Recount(ctx, req.Name)
+	// The window starts when the recount that writes begins: a write shown to a reader
+	// is never followed by a window that starts after it.
+	began := c.now()
+	wrote, err := c.Ledger.RecountWrote(ctx, req.Name)
+	if wrote {
+		c.mu.Lock()
+		c.written[req.Name] = began
+		c.mu.Unlock()
+	}
 	if errors.Is(err, ledger.ErrUnreadableStatus) || errors.Is(err, ledger.ErrSpiderpoolRecords) {
 		// This pool alone: nothing of it is written, and it serves nothing, until it is
 		// repaired; a change of it brings it back.
@@ -146,6 +164,25 @@ func (c *Counter) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	return reconcile.Result{}, nil
 }
 
+// wait is how long the pool's next write must wait: what is left of CountEvery since
+// its last write, nothing for a pool not written for that long.
+func (c *Counter) wait(name string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last, ok := c.written[name]
+	if !ok {
+		return 0
+	}
+	return CountEvery - c.now().Sub(last)
+}
+
+func (c *Counter) now() time.Time {
+	if c.Clock == nil {
+		return time.Now()
+	}
+	return c.Clock.Now()
+}
+
 // Reasons of the Events the counter records on pools.
 const (
 	// EventPoolStatusUnreadable: the pool's stored status does not decode.
@@ -160,7 +197,17 @@ const (
 // once per change into that state.
 func (c *Counter) noteOmitted(ctx context.Context, name string) {
 	var p v2beta1.SpiderIPPool
-	if c.Reader == nil || c.Reader.Get(ctx, client.ObjectKey{Name: name}, &p) != nil {
+	if c.Reader == nil {
+		return
+	}
+	if err := c.Reader.Get(ctx, client.ObjectKey{Name: name}, &p); err != nil {
+		if apierrors.IsNotFound(err) {
+			// The pool is gone: nothing of it is kept.
+			c.mu.Lock()
+			delete(c.written, name)
+			delete(c.omitted, name)
+			c.mu.Unlock()
+		}
 		return
 	}
 	omitted := strings.HasPrefix(p.Status.AllocatedIPsFrom, v2beta1.AllocatedIPsOmitted)

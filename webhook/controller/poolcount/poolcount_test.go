@@ -1,0 +1,242 @@
+package poolcount_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	testingclock "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	ipamv1alpha1 "github.com/nicpool/nicpool/crds/api/ipam/v1alpha1"
+	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/e2e/fixtures"
+	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/ipamd/allocator"
+	"github.com/nicpool/nicpool/ipamd/ledger"
+	"github.com/nicpool/nicpool/webhook/controller/poolcount"
+)
+
+var (
+	env *testenv.Env
+	// clock is the counter's: it moves only when a test steps it, so a write that
+	// shows while it stands still was not held for the end of a window.
+	clock = testingclock.NewFakePassiveClock(time.Now())
+)
+
+// TestMain starts a control plane and the pool counter on it, wired as the webhook's
+// manager wires it (webhook.Setup): its ledger reads the manager's cache, which holds
+// every IPBlock, and writes through the manager's client.
+func TestMain(m *testing.M) {
+	testenv.Main(m, func(s *testenv.Setup) (err error) {
+		if env, err = s.Start(testenv.Options{}); err != nil {
+			return err
+		}
+		mgr, err := ctrl.NewManager(env.Config, manager.Options{
+			Scheme:                 env.Scheme,
+			Metrics:                metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress: "0",
+		})
+		if err != nil {
+			return err
+		}
+		counts := ledger.New(ledger.Options{Cache: mgr.GetClient(), Client: mgr.GetClient(), Fresh: mgr.GetAPIReader(), Log: logr.Discard()})
+		c := poolcount.NewCounter(counts)
+		c.Clock = clock
+		if err := c.SetupWithManager(mgr); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(ctx) }()
+		s.Defer(func() error { cancel(); return <-done })
+		return nil
+	})
+}
+
+// nodeLedger is an ipamd's writer: a ledger of its own, on a cache of its node's
+// blocks, as nicpool-ipamd runs it.
+func nodeLedger(t *testing.T, ctx context.Context, node string) *ledger.Ledger {
+	t.Helper()
+	c, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme, ByObject: map[client.Object]cache.ByObject{
+		&ipamv1alpha1.IPBlock{}: {Field: fields.OneTermEqualSelector(ipamv1alpha1.FieldNode, node)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ledger.Indexes(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{&v2beta1.SpiderIPPool{}, &v2beta1.SpiderReservedIP{}, &ipamv1alpha1.IPBlock{}} {
+		if _, err := c.GetInformer(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	return ledger.New(ledger.Options{Node: node, Cache: c, Client: env.Client, Fresh: env.Client, Log: logr.Discard()})
+}
+
+// records decodes a pool's status.allocatedIPs as spiderpool's tools do (jq, its Go
+// type): a JSON string of {ip: {pod, podUid}}; nil while the counter has written none.
+func records(t *testing.T, p *v2beta1.SpiderIPPool) map[string]v2beta1.AllocatedIP {
+	t.Helper()
+	if p.Status.AllocatedIPs == nil {
+		return nil
+	}
+	out := map[string]v2beta1.AllocatedIP{}
+	if err := json.Unmarshal([]byte(*p.Status.AllocatedIPs), &out); err != nil {
+		t.Fatalf("status.allocatedIPs of pool %s is not spiderpool's JSON: %v", p.Name, err)
+	}
+	return out
+}
+
+// quietPool creates a pool, waits for the counter's first write of it (its counts
+// and an empty string of records) and lets CountEvery pass on the counter's clock:
+// the pool is quiet, not written for a whole window.
+func quietPool(t *testing.T, name, subnet, ips string) *v2beta1.SpiderIPPool {
+	t.Helper()
+	fixtures.CreatePool(t, env.Client, fixtures.Pool(name, subnet, []string{ips}))
+	var p *v2beta1.SpiderIPPool
+	fixtures.Eventually(t, "pool "+name+" counted", func() bool {
+		p = fixtures.GetPool(t, env.Client, name)
+		return p.Status.AllocatedIPsFrom == v2beta1.AllocatedIPsFromBlocks && p.Status.AllocatedIPs != nil && len(records(t, p)) == 0
+	})
+	clock.SetTime(clock.Now().Add(poolcount.CountEvery))
+	return p
+}
+
+func owner(pool string, i int) allocator.Owner {
+	return allocator.Owner{Pod: fmt.Sprintf("team/%s-%d", pool, i), PodUID: fmt.Sprintf("uid-%s-%d", pool, i), Interface: "eth0"}
+}
+
+// A pod given an address from a pool nothing else happens on shows in the pool's
+// status.allocatedIPs (what spiderpool's specs read right after the pod runs) without
+// waiting for the end of a window: the counter's clock stands still here, so only a
+// write made at once can show it. Its release, once the pool is quiet again, shows the
+// same way.
+func TestALoneAllocationOnAQuietPoolIsWrittenAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const name = "quiet"
+	quietPool(t, name, "10.61.0.0/24", "10.61.0.1-10.61.0.50")
+	l := nodeLedger(t, ctx, "node-quiet")
+	o := owner(name, 0)
+	a, err := l.Allocate(ctx, name, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixtures.Eventually(t, "status.allocatedIPs shows "+a.Addr.String(), func() (bool, string) {
+		got := records(t, fixtures.GetPool(t, env.Client, name))
+		return len(got) == 1 && got[a.Addr.String()] == v2beta1.AllocatedIP{Pod: o.Pod, PodUID: o.PodUID}, fmt.Sprintf("records %v", got)
+	})
+
+	clock.SetTime(clock.Now().Add(poolcount.CountEvery))
+	if gone, err := l.Release(ctx, name, o, a.Addr); err != nil || len(gone) != 1 {
+		t.Fatalf("release %s: %v %v", a.Addr, gone, err)
+	}
+	fixtures.Eventually(t, "status.allocatedIPs empty after the release", func() (bool, string) {
+		p := fixtures.GetPool(t, env.Client, name)
+		got := records(t, p)
+		return p.Status.AllocatedIPs != nil && len(got) == 0 && p.Status.AllocatedIPCount != nil && *p.Status.AllocatedIPCount == 0, fmt.Sprintf("records %v", got)
+	})
+}
+
+// Many allocations in a row on one pool are written together: the first at once,
+// the rest in one write when the window has passed. Counted as a watcher of the pool
+// sees it (each write of the pool is one MODIFIED event with a new resourceVersion),
+// 40 allocations make at most two writes, and ipamd's allocations themselves write
+// the pool none.
+func TestABurstOfAllocationsIsWrittenTogether(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const name, n = "busy", 40
+	p := quietPool(t, name, "10.62.0.0/24", "10.62.0.1-10.62.0.200")
+	ww, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ww.Watch(ctx, &v2beta1.SpiderIPPoolList{}, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)},
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: p.ResourceVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	l := nodeLedger(t, ctx, "node-busy")
+	want := map[string]v2beta1.AllocatedIP{}
+	for i := range n {
+		o := owner(name, i)
+		a, err := l.Allocate(ctx, name, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[a.Addr.String()] = v2beta1.AllocatedIP{Pod: o.Pod, PodUID: o.PodUID}
+	}
+
+	// writes reads the watch until the pool's records satisfy until, and returns the
+	// resourceVersions it was written with until then and the records it shows;
+	// fixtures.Timeout only tells a write that never comes from a slow machine.
+	writes := func(what string, until func(map[string]v2beta1.AllocatedIP) bool) ([]string, map[string]v2beta1.AllocatedIP) {
+		var rvs []string
+		var last map[string]v2beta1.AllocatedIP
+		timeout := time.After(fixtures.Timeout)
+		for {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					t.Fatal("the pool's watch closed")
+				}
+				if ev.Type != watch.Modified {
+					t.Fatalf("pool %s: %s event on the watch: %v", name, ev.Type, ev.Object)
+				}
+				p := ev.Object.(*v2beta1.SpiderIPPool)
+				rvs = append(rvs, p.ResourceVersion)
+				if last = records(t, p); until(last) {
+					return rvs, last
+				}
+			case <-timeout:
+				t.Fatalf("waiting for %s: no such write of the pool after %s; %d writes (%v), the last with %d records", what, fixtures.Timeout, len(rvs), rvs, len(last))
+			}
+		}
+	}
+	every := func(got map[string]v2beta1.AllocatedIP) bool {
+		if len(got) != len(want) {
+			return false
+		}
+		for a, r := range want {
+			if got[a] != r {
+				return false
+			}
+		}
+		return true
+	}
+	// The first allocation is written at once, with those the counter had seen then.
+	first, shown := writes("the first allocation in status.allocatedIPs", func(got map[string]v2beta1.AllocatedIP) bool { return len(got) > 0 })
+	// The rest wait for the end of the window, then come in one write.
+	clock.SetTime(clock.Now().Add(poolcount.CountEvery))
+	var rest []string
+	if !every(shown) {
+		rest, _ = writes(fmt.Sprintf("the %d allocations in status.allocatedIPs", n), every)
+	}
+	all := append(first, rest...)
+	t.Logf("%d allocations, %d writes of the pool: %v", n, len(all), all)
+	if len(first) != 1 {
+		t.Errorf("the pool was written %d times before its first allocation showed (resourceVersions %v); want once", len(first), first)
+	}
+	if len(all) > 2 {
+		t.Errorf("%d allocations wrote the pool %d times (resourceVersions %v); want at most 2: one at once, one at the window's end", n, len(all), all)
+	}
+}
