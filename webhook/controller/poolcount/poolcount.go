@@ -31,19 +31,23 @@ import (
 	"github.com/nicpool/nicpool/ipamd/ledger"
 )
 
-// CountEvery is the shortest time between two writes of one pool's status. The first
-// change after a pool was left unwritten for CountEvery is written at once (as soon as
-// the block's watch event reaches the counter); the changes that follow within
-// CountEvery of a write are written together, once, when CountEvery has passed: a pool
-// whose blocks change many times a second is written about once a second, and a lone
-// allocation on a quiet pool shows in status.allocatedIPs without waiting.
-var CountEvery = time.Second
+// CountEvery and CountBurst bound the writes of one pool's status. A change is
+// written as soon as its watch event reaches the counter, up to CountBurst writes in
+// a row; a pool that changes more often is written once per CountEvery, each write
+// carrying every change since the last (a token bucket of CountBurst writes that
+// refills one write per CountEvery). A lone allocation shows in status.allocatedIPs
+// without waiting, and so do the few changes a workload's rollout makes in a second;
+// a pool whose blocks change many times a second is written about once a second.
+var (
+	CountEvery = time.Second
+	CountBurst = 5
+)
 
 // Counter is the one owner of every pool's counts, status.allocatedIPCount and
 // status.totalIPCount, which `kubectl get sp` shows, and of status.allocatedIPs, the
 // string of records spiderpool's tools read: it recounts a pool from its blocks
 // (ledger.RecountWrote) when its blocks, its spec or any SpiderReservedIP change, and
-// writes it at most once per CountEvery (leading and trailing edge: see CountEvery).
+// writes it at once unless it was written CountBurst times lately (see CountEvery).
 // A pool whose status does not decode, or still holds spiderpool's records, is left
 // as it is, with a log line and an Event naming it.
 // It also moves the records of pools written by an older nicpool
@@ -55,20 +59,22 @@ type Counter struct {
 	Reader client.Reader
 	// Events records the counter's Events on pools; nil records none.
 	Events events.EventRecorder
-	// Clock tells when CountEvery has passed since a pool's last write; nil is the
-	// real clock.
+	// Clock is the time the writes of a pool are spaced by (CountEvery, CountBurst);
+	// nil is the real clock.
 	Clock clock.PassiveClock
 
 	mu sync.Mutex
-	// written is when the counter last wrote each pool's status; a recount that
-	// changed nothing leaves it, so it does not hold back the next change.
-	written map[string]time.Time
+	// due is, for each pool, when its writes so far would have ended had each taken
+	// CountEvery back to back (the token bucket as one time, GCRA): a write may start
+	// once due is at most CountBurst-1 windows ahead of now. A recount that changed
+	// nothing moves it not, so it never holds back the next change.
+	due     map[string]time.Time
 	omitted map[string]bool
 }
 
 // NewCounter returns a counter writing through l, whose cache must hold every IPBlock.
 func NewCounter(l *ledger.Ledger) *Counter {
-	return &Counter{Ledger: l, written: map[string]time.Time{}, omitted: map[string]bool{}}
+	return &Counter{Ledger: l, due: map[string]time.Time{}, omitted: map[string]bool{}}
 }
 
 // SetupWithManager runs the counter in the elected leader on pool spec changes, on
@@ -130,20 +136,20 @@ func equalCount(a, b *int64) bool {
 // Reconcile implements reconcile.Reconciler.
 func (c *Counter) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	if wait := c.wait(req.Name); wait > 0 {
-		// Within CountEvery of the last write: this change is written with every other
-		// one that comes before then, in one write when CountEvery has passed.
+		// Written CountBurst times lately: this change is written with every other one
+		// that comes before then, in one write when the pool may be written again.
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	if err := c.Ledger.Migrate(ctx, req.Name); client.IgnoreNotFound(err) != nil {
 		return reconcile.Result{}, err
 	}
-	// The window starts when the recount that writes begins: a write shown to a reader
-	// is never followed by a window that starts after it.
+	// A write counts from when the recount that makes it begins, so a reader that
+	// saw it never sees the pool's next window start later than that.
 	began := c.now()
 	wrote, err := c.Ledger.RecountWrote(ctx, req.Name)
 	if wrote {
 		c.mu.Lock()
-		c.written[req.Name] = began
+		c.due[req.Name] = later(c.due[req.Name], began).Add(CountEvery)
 		c.mu.Unlock()
 	}
 	if errors.Is(err, ledger.ErrUnreadableStatus) || errors.Is(err, ledger.ErrSpiderpoolRecords) {
@@ -164,16 +170,23 @@ func (c *Counter) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	return reconcile.Result{}, nil
 }
 
-// wait is how long the pool's next write must wait: what is left of CountEvery since
-// its last write, nothing for a pool not written for that long.
+// wait is how long the pool's next write must wait: nothing while it was written
+// fewer than CountBurst times in the last windows, else until one more write is due.
 func (c *Counter) wait(name string) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	last, ok := c.written[name]
+	due, ok := c.due[name]
 	if !ok {
 		return 0
 	}
-	return CountEvery - c.now().Sub(last)
+	return due.Add(-time.Duration(CountBurst-1) * CountEvery).Sub(c.now())
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (c *Counter) now() time.Time {
@@ -204,7 +217,7 @@ func (c *Counter) noteOmitted(ctx context.Context, name string) {
 		if apierrors.IsNotFound(err) {
 			// The pool is gone: nothing of it is kept.
 			c.mu.Lock()
-			delete(c.written, name)
+			delete(c.due, name)
 			delete(c.omitted, name)
 			c.mu.Unlock()
 		}
