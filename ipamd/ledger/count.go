@@ -46,32 +46,33 @@ var (
 // count. It reads the blocks from the cache, which must hold every block of the pool
 // (the webhook's does), in place, copying none.
 func (l *Ledger) Recount(ctx context.Context, pool string) error {
-	_, err := l.RecountWrote(ctx, pool)
+	_, _, err := l.RecountWrote(ctx, pool)
 	return err
 }
 
 // RecountWrote is Recount, and says whether it wrote the pool's status (false when
-// none of its fields changed, or the pool is gone): the pool counter spaces its
-// writes of one pool by the writes themselves, not by recounts that changed nothing.
-func (l *Ledger) RecountWrote(ctx context.Context, pool string) (bool, error) {
+// none of its fields changed, or the pool is gone) and how long the status.allocatedIPs
+// it wrote is: the pool counter spaces its writes of one pool by the writes
+// themselves and their size, not by recounts that changed nothing.
+func (l *Ledger) RecountWrote(ctx context.Context, pool string) (wrote bool, listed int, err error) {
 	ps := l.poolState(pool)
 	v, err := l.view(ctx, ps)
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return false, 0, nil
 	}
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	st := v.pool.Status
 	switch {
 	case st.Unreadable != "":
-		return false, fmt.Errorf("pool %s: %w: %s", pool, ErrUnreadableStatus, st.Unreadable)
+		return false, 0, fmt.Errorf("pool %s: %w: %s", pool, ErrUnreadableStatus, st.Unreadable)
 	case st.SpiderpoolRecords():
-		return false, fmt.Errorf("pool %s: %w", pool, ErrSpiderpoolRecords)
+		return false, 0, fmt.Errorf("pool %s: %w", pool, ErrSpiderpoolRecords)
 	}
 	var list ipamv1alpha1.IPBlockList
 	if err := l.opts.Cache.List(ctx, &list, client.MatchingFields{IndexBlockPool: pool}, client.UnsafeDisableDeepCopy); err != nil {
-		return false, err
+		return false, 0, err
 	}
 	allocated := int64(len(st.OlderLayout))
 	var stale []blockOps
@@ -85,7 +86,7 @@ func (l *Ledger) RecountWrote(ctx context.Context, pool string) (bool, error) {
 		}
 	}
 	if _, err := l.doAll(ctx, stale); err != nil {
-		return false, fmt.Errorf("recount the blocks of pool %s: %w", pool, err)
+		return false, 0, fmt.Errorf("recount the blocks of pool %s: %w", pool, err)
 	}
 	total := v.rng.Total
 	ips, from := allocatedIPs(allocated, st.OlderLayout, list.Items)
@@ -95,7 +96,7 @@ func (l *Ledger) RecountWrote(ctx context.Context, pool string) (bool, error) {
 	}
 	if st.AllocatedIPCount != nil && *st.AllocatedIPCount == allocated && st.TotalIPCount != nil && *st.TotalIPCount == total &&
 		st.AllocatedIPsFrom == from && (st.AllocatedIPs == nil) == (ips == nil) && (ips == nil || *st.AllocatedIPs == *ips) {
-		return false, nil
+		return false, 0, nil
 	}
 	p := v.pool.DeepCopy()
 	base := p.DeepCopy()
@@ -104,11 +105,14 @@ func (l *Ledger) RecountWrote(ctx context.Context, pool string) (bool, error) {
 	for attempt := 1; ; attempt++ {
 		err := l.opts.Client.Status().Patch(ctx, p, client.MergeFrom(base))
 		if err == nil || apierrors.IsNotFound(err) {
-			return err == nil, nil
+			if err != nil || ips == nil {
+				return err == nil, 0, nil
+			}
+			return true, len(*ips), nil
 		}
 		pause, ok := serverRetry(err, attempt)
 		if !ok {
-			return false, fmt.Errorf("write the status of pool %s: %w", pool, err)
+			return false, 0, fmt.Errorf("write the status of pool %s: %w", pool, err)
 		}
 		time.Sleep(pause)
 	}

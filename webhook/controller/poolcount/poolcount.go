@@ -38,9 +38,14 @@ import (
 // refills one write per CountEvery). A lone allocation shows in status.allocatedIPs
 // without waiting, and so do the few changes a workload's rollout makes in a second;
 // a pool whose blocks change many times a second is written about once a second.
+// A write also costs a window per CountBytes of the status.allocatedIPs it carries
+// (at least one), so a pool of thousands of records, whose every write every watcher
+// of pools receives (each ipamd, the webhook), is sent at most about CountBytes a
+// second: at the 512 KiB bound (ledger.AllocatedIPsMaxBytes) a write every 4 s.
 var (
 	CountEvery = time.Second
 	CountBurst = 5
+	CountBytes = 128 << 10
 )
 
 // Counter is the one owner of every pool's counts, status.allocatedIPCount and
@@ -65,7 +70,7 @@ type Counter struct {
 
 	mu sync.Mutex
 	// due is, for each pool, when its writes so far would have ended had each taken
-	// CountEvery back to back (the token bucket as one time, GCRA): a write may start
+	// its windows (CountEvery each) back to back (the token bucket as one time, GCRA): a write may start
 	// once due is at most CountBurst-1 windows ahead of now. A recount that changed
 	// nothing moves it not, so it never holds back the next change.
 	due     map[string]time.Time
@@ -146,10 +151,10 @@ func (c *Counter) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	// A write counts from when the recount that makes it begins, so a reader that
 	// saw it never sees the pool's next window start later than that.
 	began := c.now()
-	wrote, err := c.Ledger.RecountWrote(ctx, req.Name)
+	wrote, listed, err := c.Ledger.RecountWrote(ctx, req.Name)
 	if wrote {
 		c.mu.Lock()
-		c.due[req.Name] = later(c.due[req.Name], began).Add(CountEvery)
+		c.due[req.Name] = later(c.due[req.Name], began).Add(time.Duration(windows(listed)) * CountEvery)
 		c.mu.Unlock()
 	}
 	if errors.Is(err, ledger.ErrUnreadableStatus) || errors.Is(err, ledger.ErrSpiderpoolRecords) {
@@ -180,6 +185,12 @@ func (c *Counter) wait(name string) time.Duration {
 		return 0
 	}
 	return due.Add(-time.Duration(CountBurst-1) * CountEvery).Sub(c.now())
+}
+
+// windows is what a write of a status.allocatedIPs of n bytes costs: one window, and
+// one more for each further CountBytes.
+func windows(n int) int {
+	return max(1, (n+CountBytes-1)/CountBytes)
 }
 
 func later(a, b time.Time) time.Time {

@@ -189,16 +189,7 @@ func TestABurstOfAllocationsIsWrittenTogether(t *testing.T) {
 	const name, n = "busy", 40
 	p := countedPool(t, name, "10.62.0.0/24", "10.62.0.1-10.62.0.200")
 	quiet()
-	ww, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := ww.Watch(ctx, &v2beta1.SpiderIPPoolList{}, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)},
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: p.ResourceVersion}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	writes := poolWrites(t, ctx, p)
 
 	l := nodeLedger(t, ctx, "node-busy")
 	want := map[string]v2beta1.AllocatedIP{}
@@ -211,43 +202,7 @@ func TestABurstOfAllocationsIsWrittenTogether(t *testing.T) {
 		want[a.Addr.String()] = v2beta1.AllocatedIP{Pod: o.Pod, PodUID: o.PodUID}
 	}
 
-	// writes reads the watch until the pool's records satisfy until, and returns the
-	// resourceVersions it was written with until then and the records it shows;
-	// fixtures.Timeout only tells a write that never comes from a slow machine.
-	writes := func(what string, until func(map[string]v2beta1.AllocatedIP) bool) ([]string, map[string]v2beta1.AllocatedIP) {
-		var rvs []string
-		var last map[string]v2beta1.AllocatedIP
-		timeout := time.After(fixtures.Timeout)
-		for {
-			select {
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					t.Fatal("the pool's watch closed")
-				}
-				if ev.Type != watch.Modified {
-					t.Fatalf("pool %s: %s event on the watch: %v", name, ev.Type, ev.Object)
-				}
-				p := ev.Object.(*v2beta1.SpiderIPPool)
-				rvs = append(rvs, p.ResourceVersion)
-				if last = records(t, p); until(last) {
-					return rvs, last
-				}
-			case <-timeout:
-				t.Fatalf("waiting for %s: no such write of the pool after %s; %d writes (%v), the last with %d records", what, fixtures.Timeout, len(rvs), rvs, len(last))
-			}
-		}
-	}
-	every := func(got map[string]v2beta1.AllocatedIP) bool {
-		if len(got) != len(want) {
-			return false
-		}
-		for a, r := range want {
-			if got[a] != r {
-				return false
-			}
-		}
-		return true
-	}
+	every := func(got map[string]v2beta1.AllocatedIP) bool { return same(got, want) }
 	// The first allocation is written at once, with those the counter had seen then
 	// (and the next few too, up to CountBurst writes).
 	first, shown := writes("the first allocation in status.allocatedIPs", func(got map[string]v2beta1.AllocatedIP) bool { return len(got) > 0 })
@@ -264,5 +219,123 @@ func TestABurstOfAllocationsIsWrittenTogether(t *testing.T) {
 	}
 	if len(all) > poolcount.CountBurst+1 {
 		t.Errorf("%d allocations wrote the pool %d times (resourceVersions %v); want at most %d: %d at once, one at the window's end", n, len(all), all, poolcount.CountBurst+1, poolcount.CountBurst)
+	}
+}
+
+func same(got, want map[string]v2beta1.AllocatedIP) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for a, r := range want {
+		if got[a] != r {
+			return false
+		}
+	}
+	return true
+}
+
+// poolWrites watches the writes of pool p from its resourceVersion on. The function it
+// returns reads the watch until the pool's records satisfy until, and returns the
+// resourceVersions it was written with until then and the records it shows;
+// fixtures.Timeout only tells a write that never comes from a slow machine.
+func poolWrites(t *testing.T, ctx context.Context, p *v2beta1.SpiderIPPool) func(what string, until func(map[string]v2beta1.AllocatedIP) bool) ([]string, map[string]v2beta1.AllocatedIP) {
+	t.Helper()
+	ww, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ww.Watch(ctx, &v2beta1.SpiderIPPoolList{}, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", p.Name)},
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: p.ResourceVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return func(what string, until func(map[string]v2beta1.AllocatedIP) bool) ([]string, map[string]v2beta1.AllocatedIP) {
+		t.Helper()
+		var rvs []string
+		var last map[string]v2beta1.AllocatedIP
+		timeout := time.After(fixtures.Timeout)
+		for {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					t.Fatal("the pool's watch closed")
+				}
+				if ev.Type != watch.Modified {
+					t.Fatalf("pool %s: %s event on the watch: %v", p.Name, ev.Type, ev.Object)
+				}
+				q := ev.Object.(*v2beta1.SpiderIPPool)
+				rvs = append(rvs, q.ResourceVersion)
+				if last = records(t, q); until(last) {
+					return rvs, last
+				}
+			case <-timeout:
+				t.Fatalf("waiting for %s: no such write of pool %s after %s; %d writes (%v), the last with %d records", what, p.Name, fixtures.Timeout, len(rvs), rvs, len(last))
+			}
+		}
+	}
+}
+
+// A pool of many records is written less often than a small one: each write costs a
+// window per poolcount.CountBytes of status.allocatedIPs, so every watcher of pools
+// (each ipamd, the webhook) receives about CountBytes a second of it at most, not a
+// whole string each second. Here the string is between one and two CountBytes long:
+// after a quiet spell, a burst of allocations writes it at most
+// ceil(CountBurst/2) times at once (a small pool: CountBurst, the test above), and
+// the rest once the clock has moved two windows.
+func TestALargePoolIsWrittenLessOften(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const name = "large"
+	countedPool(t, name, "10.64.0.0/22", "10.64.0.1-10.64.3.254")
+	l := nodeLedger(t, ctx, "node-large")
+	// Records of the longest pod names a namespace and name may have: about 330 bytes
+	// each in the string, so 450 records make more than one CountBytes.
+	long := func(i int) allocator.Owner {
+		o := owner(name, i)
+		o.Pod = fmt.Sprintf("team/%0253d", i)
+		return o
+	}
+	want := map[string]v2beta1.AllocatedIP{}
+	allocate := func(i int) {
+		o := long(i)
+		a, err := l.Allocate(ctx, name, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[a.Addr.String()] = v2beta1.AllocatedIP{Pod: o.Pod, PodUID: o.PodUID}
+	}
+	for i := range 450 {
+		allocate(i)
+	}
+	for range 20 {
+		quiet()
+	}
+	shows(t, name, want)
+	p := fixtures.GetPool(t, env.Client, name)
+	if n := len(*p.Status.AllocatedIPs); n <= poolcount.CountBytes || n > 2*poolcount.CountBytes {
+		t.Fatalf("status.allocatedIPs of pool %s is %d bytes; the test needs between %d and %d", name, n, poolcount.CountBytes, 2*poolcount.CountBytes)
+	}
+	// A quiet spell: the pool may be written CountBurst windows' worth at once.
+	for range 2 * poolcount.CountBurst {
+		quiet()
+	}
+	writes := poolWrites(t, ctx, p)
+	for i := 450; i < 490; i++ {
+		allocate(i)
+	}
+	first, shown := writes("the first allocation of the burst", func(got map[string]v2beta1.AllocatedIP) bool { return len(got) > 450 })
+	var rest []string
+	for !same(shown, want) {
+		quiet()
+		quiet()
+		var more []string
+		more, shown = writes("the burst's allocations in status.allocatedIPs", func(got map[string]v2beta1.AllocatedIP) bool { return same(got, want) })
+		rest = append(rest, more...)
+	}
+	all := append(first, rest...)
+	t.Logf("%d bytes of status.allocatedIPs, 40 allocations, %d writes of the pool: %v", len(*p.Status.AllocatedIPs), len(all), all)
+	if at := (poolcount.CountBurst + 1) / 2; len(all) > at+1 {
+		t.Errorf("40 allocations wrote a pool of %d bytes of records %d times (resourceVersions %v); want at most %d: %d at once, one once two windows have passed", len(*p.Status.AllocatedIPs), len(all), all, at+1, at)
 	}
 }
