@@ -146,9 +146,11 @@ func (l *Ledger) claim(ctx context.Context, ps *poolState, v *poolView) error {
 // under its resourceVersion. A block created before that timestamp was set is in that
 // list (the create is followed by this read, which saw no timestamp); one created
 // after is refused here. The block itself stays empty: the finalizer or, once the pool
-// is gone, the Kubernetes garbage collector deletes it.
+// is gone, the Kubernetes garbage collector deletes it. It reads the pool's metadata
+// alone: its status may carry spiderpool's string of up to 512 KiB of records.
 func (l *Ledger) stillOpen(ctx context.Context, v *poolView) error {
-	p := &v2beta1.SpiderIPPool{}
+	p := &metav1.PartialObjectMetadata{}
+	p.SetGroupVersionKind(v2beta1.GroupVersion.WithKind("SpiderIPPool"))
 	err := l.opts.Fresh.Get(ctx, client.ObjectKeyFromObject(v.pool), p)
 	switch {
 	case apierrors.IsNotFound(err), err == nil && p.UID != v.pool.UID:
