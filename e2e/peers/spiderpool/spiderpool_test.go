@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,6 +87,9 @@ func TestSpiderpoolE2E(t *testing.T) {
 	if err := removeLeftovers(ctx, c); err != nil {
 		t.Fatal(err)
 	}
+	if err := untaintNodes(ctx, c); err != nil {
+		t.Fatal(err)
+	}
 	// The NADs of the specs' SpiderMultusConfigs (multusconfig.go), while they run.
 	if err := installMultusConfigCRD(ctx, c); err != nil {
 		t.Fatal(err)
@@ -109,6 +113,7 @@ func TestSpiderpoolE2E(t *testing.T) {
 	for _, n := range nodes.Items {
 		nodeNames = append(nodeNames, n.Name)
 	}
+	slices.Sort(nodeNames)
 
 	start := time.Now()
 	bins, err := build(ctx, dir, suites)
@@ -131,31 +136,54 @@ func TestSpiderpoolE2E(t *testing.T) {
 		wg      sync.WaitGroup
 		slots   = make(chan struct{}, parallel)
 	)
+	run := func(suite, name, what string, env []string, labels string) {
+		start := time.Now()
+		res, err := runSuite(ctx, suite, name, bins[suite], dir, env, focus, labels, exp.Excluded(suite))
+		if err != nil {
+			t.Errorf("suite %s%s: %v", suite, what, err)
+			return
+		}
+		passed := 0
+		for _, r := range res {
+			if r.Outcome == Passed {
+				passed++
+			}
+		}
+		t.Logf("suite %s%s: %d specs, %d passed, in %s (log: %s)", suite, what, len(res), passed, time.Since(start).Round(time.Second), filepath.Join(dir, name+".log"))
+		mu.Lock()
+		results = append(results, res...)
+		mu.Unlock()
+	}
 	for _, suite := range suites {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			start := time.Now()
-			res, err := runSuite(ctx, suite, bins[suite], dir, env, focus, labels, exp.Excluded(suite))
-			if err != nil {
-				t.Errorf("suite %s: %v", suite, err)
-				return
+			l := labels
+			if suite == oneNodeSuite {
+				l = labelsAnd(labels, "!"+oneNodeLabel)
 			}
-			passed := 0
-			for _, r := range res {
-				if r.Outcome == Passed {
-					passed++
-				}
-			}
-			t.Logf("suite %s: %d specs, %d passed, in %s (log: %s)", suite, len(res), passed, time.Since(start).Round(time.Second), filepath.Join(dir, suite+".log"))
-			mu.Lock()
-			results = append(results, res...)
-			mu.Unlock()
+			run(suite, suite, "", env, l)
 		}()
 	}
 	wg.Wait()
+	// The specs that need one schedulable node (nodes.go), alone on the cluster.
+	if oneNodeRun(suites) {
+		keep := nodeNames[0]
+		untaint := func() {
+			if err := untaintNodes(context.WithoutCancel(ctx), c); err != nil {
+				t.Errorf("after the one-node specs: %v", err)
+			}
+		}
+		if err := taintNodes(ctx, c, nodeNames, keep); err != nil {
+			untaint()
+			t.Fatal(err)
+		}
+		run(oneNodeSuite, oneNodeSuite+"-one-node", " on node "+keep+" alone",
+			append(os.Environ(), frameworkEnv(kubeconfig, []string{keep})...), labelsAnd(labels, oneNodeLabel))
+		untaint()
+	}
 	v := Compare(exp, results, complete && !t.Failed())
 	var out bytes.Buffer
 	v.Print(&out, exp)
@@ -274,12 +302,13 @@ func goTool() string {
 	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 }
 
-// runSuite runs one suite's binary and reads its report. The binary's exit status
+// runSuite runs one suite's binary and reads its report; name is that of the run's log
+// and report in dir. The binary's exit status
 // is not looked at: the report says which specs failed.
-func runSuite(ctx context.Context, suite, bin, dir string, env []string, focus, labels string, excluded []string) ([]Result, error) {
-	report := filepath.Join(dir, suite+".json")
+func runSuite(ctx context.Context, suite, name, bin, dir string, env []string, focus, labels string, excluded []string) ([]Result, error) {
+	report := filepath.Join(dir, name+".json")
 	_ = os.Remove(report)
-	log, err := os.Create(filepath.Join(dir, suite+".log"))
+	log, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
 		return nil, err
 	}
