@@ -43,7 +43,7 @@ FRONT_SRC    := cniplugin/front/nicpool.c
 FRONT_CC     := musl-gcc
 FRONT_CFLAGS := -static -no-pie -s -O2 -Wall -Wextra -Werror
 
-.PHONY: front-deps node-deps tools-runc all build local test test-floor e2e test-real test-spiderpool test-coordinator bench bench-exec bench-scale fuzz generate tools tools-node lint run up down clean help
+.PHONY: front-deps node-deps tools-runc all build local test test-floor e2e test-real test-spiderpool spiderpool-image test-coordinator bench bench-exec bench-scale fuzz generate tools tools-node lint run up down clean help
 
 all: build
 
@@ -177,6 +177,16 @@ test-spiderpool: tools build local $(NODE_DEPS) ## spiderpool's own IPAM e2e sui
 	cd e2e/peers/spiderpool && $(GO) vet ./... && \
 	  NICPOOL_KUBECONFIG=$(CURDIR)/.local/kubeconfig SPIDERPOOL_E2E_DIR=$(SPIDERPOOL_E2E_DIR) \
 	  $(GOTEST) -count=1 -v -timeout 240m .
+
+# The image spiderpool's specs run, "alpine" (pulled only when not present), for real
+# nodes, which reach no registry: BusyBox, Debian's static build (busybox-static,
+# unpacked under bin/.deps, not installed), named docker.io/library/alpine:latest
+# (hack/images' BusyboxAsAlpine says why), for this machine's platform. It is no
+# product image: it goes to dist/test-images, never to dist/images or a release.
+SPIDERPOOL_IMAGE := dist/test-images/busybox.tar
+spiderpool-image: ## BusyBox named alpine:latest, the image spiderpool's specs run, for real nodes: dist/test-images/busybox.tar
+	hack/images/busybox.sh $(BIN)
+	$(GO) run ./hack/images/cmd -bin $(BIN) -out $(dir $(SPIDERPOOL_IMAGE)) -platforms $(HOST_PLATFORM) busybox
 
 test-coordinator: tools build local $(NODE_DEPS) ## spiderpool's coordinator plugin, built from spiderpool's module, chained after nicpool on the local cluster (e2e/peers/coordinator)
 	@# coordinator writes iptables rules in the pod's network namespace.

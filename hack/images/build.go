@@ -195,8 +195,16 @@ func (im Image) ForPlatform(p v1.Platform, binDir string, created time.Time) (v1
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, layerFile{f.Path, data})
+		files = append(files, layerFile{path: f.Path, data: data})
 		copies = append(copies, fmt.Sprintf("COPY %s %s", f.Binary, f.Path))
+	}
+	for _, l := range im.Links {
+		target, err := filepath.Rel(path.Dir(l), im.Path)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, layerFile{path: l, link: filepath.ToSlash(target)})
+		copies = append(copies, fmt.Sprintf("ln -s %s %s", target, l))
 	}
 	layerTar, err := fileLayer(files, created)
 	if err != nil {
@@ -229,6 +237,7 @@ func (im Image) ForPlatform(p v1.Platform, binDir string, created time.Time) (v1
 	cfg.Created = v1.Time{Time: created}
 	cfg.Config = v1.Config{
 		Entrypoint: im.Entrypoint(),
+		Cmd:        im.Cmd,
 		User:       im.User,
 		Env:        []string{"PATH=" + DefaultPath},
 		Labels:     im.Labels(),
@@ -236,14 +245,17 @@ func (im Image) ForPlatform(p v1.Platform, binDir string, created time.Time) (v1
 	return mutate.ConfigFile(img, cfg)
 }
 
-// layerFile is one executable of a layer: its absolute path and content.
+// layerFile is one executable of a layer: its absolute path and content, or the
+// target of the symbolic link it is.
 type layerFile struct {
 	path string
 	data []byte
+	link string
 }
 
-// fileLayer is a layer tar holding each file as an executable, with their parent
-// directories, owned by root, as a Dockerfile's COPY makes them.
+// fileLayer is a layer tar holding each file as an executable (or a symbolic link),
+// with their parent directories, owned by root, as a Dockerfile's COPY (and `ln -s`)
+// makes them.
 func fileLayer(files []layerFile, mtime time.Time) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -262,6 +274,14 @@ func fileLayer(files []layerFile, mtime time.Time) ([]byte, error) {
 			}); err != nil {
 				return nil, err
 			}
+		}
+		if f.link != "" {
+			if err := tw.WriteHeader(&tar.Header{
+				Typeflag: tar.TypeSymlink, Name: rel, Linkname: f.link, Mode: 0o777, ModTime: mtime,
+			}); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if err := tw.WriteHeader(&tar.Header{
 			Typeflag: tar.TypeReg, Name: rel, Mode: 0o755, Size: int64(len(f.data)), ModTime: mtime,

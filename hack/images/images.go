@@ -6,6 +6,7 @@
 package images
 
 import (
+	"cmp"
 	"fmt"
 	"path"
 	"slices"
@@ -32,13 +33,21 @@ type Image struct {
 	// Ref, when set, is the image's fixed reference (the pause image is known to the
 	// container runtime by the upstream name).
 	Ref string
+	// Links are more paths in the image, each a symbolic link to Path (a multi-call
+	// binary's commands).
+	Links []string
+	// License is the SPDX identifier of what the image carries (default License).
+	License string
+	// Cmd, when set, is the image's CMD, and the image has no ENTRYPOINT: a container
+	// runs the command its pod gives, else Cmd.
+	Cmd []string
 }
 
 // Source is the org.opencontainers.image.source label of every image.
 const Source = "https://github.com/nicpool/nicpool"
 
-// License is the org.opencontainers.image.licenses label of every image: the SPDX
-// identifier of the repository's LICENSE.
+// License is the org.opencontainers.image.licenses label of every image but one that
+// says otherwise: the SPDX identifier of the repository's LICENSE.
 const License = "Apache-2.0"
 
 // Product are the images nicpool ships, one per build/<Name>.Dockerfile.
@@ -77,8 +86,33 @@ var Pause = Image{
 	Ref:         "registry.k8s.io/pause:3.10",
 }
 
+// BusyboxAsAlpine is no Alpine image: it is BusyBox, Debian's static build of it
+// (the busybox-static package), named docker.io/library/alpine:latest because that is
+// the image spiderpool's own end-to-end specs run ("alpine", pulled only if not
+// present), and the local kubelet nodes reach no registry to pull Alpine from. It
+// carries the commands those specs' containers run (sh and ash, sleep, nc, ip; the
+// shell pipes that follow a `kubectl exec` run on the host) and a small toolbox for a
+// person's `kubectl exec`, at the paths Alpine has them, with Alpine's CMD. Only the
+// spiderpool harness builds it (`make spiderpool-image`), for this machine's platform.
+var BusyboxAsAlpine = Image{
+	Name:   "busybox",
+	Binary: "busybox",
+	Path:   "/bin/busybox",
+	Links: []string{
+		"/bin/sh", "/bin/ash", "/bin/sleep", "/bin/cat", "/bin/echo", "/bin/ls", "/bin/ps",
+		"/bin/grep", "/bin/hostname", "/bin/ping", "/bin/ping6", "/bin/true", "/bin/false",
+		"/bin/kill", "/bin/mkdir", "/bin/rm", "/sbin/ip", "/sbin/ifconfig", "/sbin/route",
+		"/usr/bin/nc", "/usr/bin/awk", "/usr/bin/env", "/usr/bin/head", "/usr/bin/tail",
+		"/usr/bin/wc", "/usr/bin/wget", "/usr/bin/nslookup", "/usr/bin/traceroute",
+	},
+	Cmd:         []string{"/bin/sh"},
+	License:     "GPL-2.0-only",
+	Description: "BusyBox (Debian's busybox-static), not Alpine: named alpine:latest for spiderpool's end-to-end specs on nicpool's local nodes, which pull from no registry",
+	Ref:         "docker.io/library/alpine:latest",
+}
+
 // All are the images Build knows.
-func All() []Image { return append(slices.Clone(Product), Pause) }
+func All() []Image { return append(slices.Clone(Product), Pause, BusyboxAsAlpine) }
 
 // Lookup returns the image called name.
 func Lookup(name string) (Image, error) {
@@ -107,8 +141,13 @@ func (im Image) Files() []File {
 	return files
 }
 
-// Entrypoint is the image's ENTRYPOINT.
-func (im Image) Entrypoint() []string { return []string{im.Path} }
+// Entrypoint is the image's ENTRYPOINT: Path, unless the image has a Cmd instead.
+func (im Image) Entrypoint() []string {
+	if im.Cmd != nil {
+		return nil
+	}
+	return []string{im.Path}
+}
 
 // Labels are the image's OCI labels.
 func (im Image) Labels() map[string]string {
@@ -116,7 +155,7 @@ func (im Image) Labels() map[string]string {
 		"org.opencontainers.image.title":       im.Name,
 		"org.opencontainers.image.description": im.Description,
 		"org.opencontainers.image.source":      Source,
-		"org.opencontainers.image.licenses":    License,
+		"org.opencontainers.image.licenses":    cmp.Or(im.License, License),
 	}
 }
 

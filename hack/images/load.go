@@ -57,9 +57,9 @@ func ImageFor(idx v1.ImageIndex, p v1.Platform) (v1.Image, error) {
 	return nil, fmt.Errorf("no image for %s", p)
 }
 
-// Unpack writes the directories and regular files of a tar stream under dir, with
-// their modes; any other kind of entry, or a path leaving dir, is an error (the
-// images and their layouts hold nothing else).
+// Unpack writes the directories, regular files and symbolic links of a tar stream
+// under dir, with their modes; any other kind of entry, a path leaving dir, or a link
+// pointing out of it is an error (the images and their layouts hold nothing else).
 func Unpack(r io.Reader, dir string) error {
 	tr := tar.NewReader(r)
 	for {
@@ -95,8 +95,27 @@ func Unpack(r io.Reader, dir string) error {
 			if err != nil {
 				return err
 			}
+		case tar.TypeSymlink:
+			// A link points at a file unpacked before it, never at a directory or
+			// another link: nothing written later goes through a link out of dir.
+			to, err := filepath.EvalSymlinks(filepath.Join(filepath.Dir(target), filepath.FromSlash(h.Linkname)))
+			var st os.FileInfo
+			if err == nil {
+				st, err = os.Lstat(to)
+			}
+			root, rerr := filepath.EvalSymlinks(dir)
+			if filepath.IsAbs(h.Linkname) || err != nil || rerr != nil || !st.Mode().IsRegular() ||
+				!strings.HasPrefix(to, root+string(filepath.Separator)) {
+				return fmt.Errorf("link %q -> %q: want a file unpacked before it in %s", h.Name, h.Linkname, dir)
+			}
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			if err := os.Symlink(h.Linkname, target); err != nil {
+				return err
+			}
 		default:
-			return fmt.Errorf("entry %q is not a file or directory", h.Name)
+			return fmt.Errorf("entry %q is not a file, directory or symbolic link", h.Name)
 		}
 	}
 }

@@ -73,6 +73,11 @@ func buildImages(dir string) error {
 			return fmt.Errorf("build %s: %w\n%s", pkg, err, out)
 		}
 	}
+	// The busybox image's binary is Debian's, as `make spiderpool-image` fetches it.
+	fetch := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "images", "busybox.sh"), testenv.BinDir(), bin)
+	if out, err := fetch.CombinedOutput(); err != nil {
+		return fmt.Errorf("hack/images/busybox.sh: %w\n%s", err, out)
+	}
 	var names []string
 	for _, im := range images.All() {
 		names = append(names, im.Name)
@@ -397,4 +402,36 @@ func TestPauseVersionUnderRunc(t *testing.T) {
 	if code != 0 || !strings.Contains(out, " "+tag) {
 		t.Errorf("pause -v exited %d printing %q; want 0 and version %s", code, out, tag)
 	}
+}
+
+// The busybox image that stands in for alpine runs what spiderpool's specs run in
+// their containers: a shell by either name that ends with the code it is given (a
+// Job's pod that fails), sleep, ip and nc, each found at Alpine's path; and with no
+// command, Alpine's CMD, a shell.
+func TestBusyboxRunsWhatSpiderpoolSpecsRunUnderRunc(t *testing.T) {
+	r := newRunc(t)
+	im := images.BusyboxAsAlpine
+	t.Run("exit code", func(t *testing.T) {
+		out, code := r.run(t, bundle(t, container{image: im.Name, command: []string{"/bin/ash", "-c", "sleep 0.1; exit 3"}}))
+		if code != 3 {
+			t.Errorf("ash -c 'exit 3' exited %d:\n%s", code, out)
+		}
+	})
+	t.Run("commands", func(t *testing.T) {
+		script := "for p in " + strings.Join(im.Links, " ") + "; do [ -x $p ] || echo missing $p; done; ip a show lo; nc --help 2>&1 | head -1"
+		out, code := r.run(t, bundle(t, container{image: im.Name, command: []string{"/bin/sh", "-c", script}}))
+		if code != 0 || strings.Contains(out, "missing") || !strings.Contains(out, "lo: <LOOPBACK") || !strings.Contains(out, "BusyBox") {
+			t.Errorf("exited %d; want every link executable, ip's loopback and nc's usage:\n%s", code, out)
+		}
+	})
+	t.Run("default command", func(t *testing.T) {
+		cf := unpack(t, im.Name, t.TempDir())
+		if len(cf.Config.Entrypoint) != 0 || strings.Join(cf.Config.Cmd, " ") != "/bin/sh" || cf.Config.Labels["org.opencontainers.image.licenses"] != "GPL-2.0-only" {
+			t.Errorf("entrypoint %q, cmd %q, labels %v; want Alpine's CMD /bin/sh alone and BusyBox's licence", cf.Config.Entrypoint, cf.Config.Cmd, cf.Config.Labels)
+		}
+		out, code := r.run(t, bundle(t, container{image: im.Name}))
+		if code != 0 {
+			t.Errorf("the default command exited %d:\n%s", code, out)
+		}
+	})
 }

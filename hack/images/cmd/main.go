@@ -22,7 +22,7 @@ func main() {
 	flag.StringVar(&opts.Tag, "tag", "dev", "tag of the product images")
 	flag.StringVar(&opts.Ref, "ref", "", "whole reference of the one image named (overrides -repo and -tag)")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: images [flags] [image...]   (images: nicpool nicpool-ipamd nicpool-webhook pause; default the first three)\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: images [flags] [image...]   (images: nicpool nicpool-ipamd nicpool-webhook pause busybox; default the first three)\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
