@@ -14,7 +14,7 @@ NODE ?= standin
 NODE_DEPS := $(if $(filter kubelet,$(NODE)),node-deps tools-node images)
 # The local cluster's nodes are this machine: their images are built for its platform
 # alone (no cross compiler needed); `make images` builds every IMAGE_PLATFORMS entry.
-run up e2e: IMAGE_PLATFORMS = $(HOST_PLATFORM)
+run up e2e spiderpool-pass: IMAGE_PLATFORMS = $(HOST_PLATFORM)
 
 # Binaries of nicpool itself: the Go CNI plugin, ipamd, the webhook (the images carry
 # these three) and the kubectl plugin. The local cluster's command, nicpool-local, is
@@ -43,7 +43,7 @@ FRONT_SRC    := cniplugin/front/nicpool.c
 FRONT_CC     := musl-gcc
 FRONT_CFLAGS := -static -no-pie -s -O2 -Wall -Wextra -Werror
 
-.PHONY: front-deps node-deps tools-runc all build local test test-floor e2e test-real test-spiderpool spiderpool-image test-coordinator bench bench-exec bench-scale fuzz generate tools tools-node lint run up down clean help
+.PHONY: front-deps node-deps tools-runc all build local test test-floor e2e test-real test-spiderpool spiderpool-pass spiderpool-image test-coordinator bench bench-exec bench-scale fuzz generate tools tools-node lint run up down clean help
 
 all: build
 
@@ -164,18 +164,29 @@ test-real: ## the end-to-end suite on real kubelet nodes (make e2e NODE=kubelet;
 	$(MAKE) e2e NODE=kubelet
 
 # spiderpool's own end-to-end suites (spiderpool v1.2.2's test/e2e, its IPAM packages)
-# against the local cluster, held against e2e/peers/spiderpool/expected.yaml. Uses the
-# cluster `make up` left running, else brings one up and stops it afterwards.
+# against the local cluster, held against e2e/peers/spiderpool/expected.yaml, in two
+# passes (SPIDERPOOL_NODES, in order): standin runs every spec on stand-in nodes but
+# those expected.yaml lists under kubelet, which need a real node (a command run in
+# the pod's container, a container's exit code); kubelet runs those alone on real
+# kubelet nodes (NODE=kubelet), with spiderpool-image (BusyBox named alpine:latest,
+# the image the specs name) imported into every node. A pass uses the cluster `make up`
+# left running (of its kind of node), else brings one up and stops it afterwards.
 # SPIDERPOOL_SUITES, SPIDERPOOL_FOCUS and SPIDERPOOL_LABELS narrow a run; logs and
-# Ginkgo's reports go to SPIDERPOOL_E2E_DIR.
+# Ginkgo's reports go to SPIDERPOOL_E2E_DIR/<pass>.
 SPIDERPOOL_E2E_DIR ?= $(CURDIR)/.local/spiderpool-e2e
-test-spiderpool: tools build local $(NODE_DEPS) ## spiderpool's own IPAM e2e suites on the local cluster; fails on any result e2e/peers/spiderpool/expected.yaml does not list
+SPIDERPOOL_NODES   ?= standin kubelet
+test-spiderpool: ## spiderpool's own IPAM e2e suites on stand-in, then real nodes (SPIDERPOOL_NODES); fails on any result e2e/peers/spiderpool/expected.yaml does not list
+	@rc=0; for n in $(SPIDERPOOL_NODES); do $(MAKE) --no-print-directory spiderpool-pass NODE=$$n || rc=1; done; exit $$rc
+
+spiderpool-pass: tools build local $(NODE_DEPS) $(if $(filter kubelet,$(NODE)),spiderpool-image)
+	@echo "== spiderpool e2e: the $(NODE) pass"
 	@if [ -e .local/pid ] && kill -0 "$$(cat .local/pid)" 2>/dev/null; then \
 	  echo "using the local cluster that is up (.local/kubeconfig)"; started=; \
 	else $(BIN)/nicpool-local up --node $(NODE); started=1; fi; \
 	trap '[ -z "$$started" ] || (cd $(CURDIR) && $(BIN)/nicpool-local down)' EXIT; \
+	if [ "$(NODE)" = kubelet ]; then $(BIN)/nicpool-local import $(SPIDERPOOL_IMAGE); fi; \
 	cd e2e/peers/spiderpool && $(GO) vet ./... && \
-	  NICPOOL_KUBECONFIG=$(CURDIR)/.local/kubeconfig SPIDERPOOL_E2E_DIR=$(SPIDERPOOL_E2E_DIR) \
+	  NICPOOL_KUBECONFIG=$(CURDIR)/.local/kubeconfig SPIDERPOOL_E2E_DIR=$(SPIDERPOOL_E2E_DIR) SPIDERPOOL_NODE=$(NODE) \
 	  $(GOTEST) -count=1 -v -timeout 240m .
 
 # The image spiderpool's specs run, "alpine" (pulled only when not present), for real

@@ -62,10 +62,72 @@ type Expectation struct {
 	Detail string `json:"detail"`
 }
 
-// Expectations is expected.yaml: the reasons and the specs.
+// Expectations is expected.yaml: the reasons and the specs expected not to pass, and
+// which specs run on real kubelet nodes.
 type Expectations struct {
 	Reasons map[string]string `json:"reasons"`
 	Specs   []Expectation     `json:"specs"`
+	Kubelet KubeletSpecs      `json:"kubelet"`
+}
+
+// Node is the kind of node a pass of the suites runs on: make up's NODE.
+type Node string
+
+// The passes: every spec runs in one of them.
+const (
+	// StandIn nodes run every spec but those of Expectations.Kubelet.
+	StandIn Node = "standin"
+	// Kubelet nodes (make up NODE=kubelet) run the specs of Expectations.Kubelet,
+	// which need what only a real node has.
+	Kubelet Node = "kubelet"
+)
+
+// KubeletSpecs are the specs that run on real kubelet nodes, each with what of a real
+// node it needs (a key of Needs). A spec listed here that does not pass there either
+// is in Specs too, with the reason it does not.
+type KubeletSpecs struct {
+	Needs map[string]string `json:"needs"`
+	Specs []KubeletSpec     `json:"specs"`
+}
+
+// KubeletSpec is one spec of the kubelet pass.
+type KubeletSpec struct {
+	Suite  string   `json:"suite"`
+	Spec   string   `json:"spec"`
+	Labels []string `json:"labels,omitempty"`
+	Needs  string   `json:"needs"`
+}
+
+// NodeOf is the pass a spec runs in.
+func (e *Expectations) NodeOf(suite, spec string) Node {
+	for _, k := range e.Kubelet.Specs {
+		if k.Suite == suite && k.Spec == spec {
+			return Kubelet
+		}
+	}
+	return StandIn
+}
+
+// OnKubelet are the full texts of the suite's specs that run on kubelet nodes.
+func (e *Expectations) OnKubelet(suite string) []string {
+	var out []string
+	for _, k := range e.Kubelet.Specs {
+		if k.Suite == suite {
+			out = append(out, k.Spec)
+		}
+	}
+	return out
+}
+
+// ParseNode reads SPIDERPOOL_NODE (default standin).
+func ParseNode(v string) (Node, error) {
+	switch Node(v) {
+	case "", StandIn:
+		return StandIn, nil
+	case Kubelet:
+		return Kubelet, nil
+	}
+	return "", fmt.Errorf("SPIDERPOOL_NODE=%q: want %s or %s (make's NODE)", v, StandIn, Kubelet)
 }
 
 // ReadExpectations reads and validates a list.
@@ -118,6 +180,30 @@ func (e *Expectations) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: listed twice", where))
 		}
 		seen[k] = true
+		if x.Outcome == Excluded && e.NodeOf(x.Suite, x.Spec) == Kubelet {
+			errs = append(errs, fmt.Errorf("%s: excluded, and listed under kubelet to run there: an excluded spec runs nowhere", where))
+		}
+	}
+	needed := map[string]bool{}
+	onKubelet := map[string]bool{}
+	for i, k := range e.Kubelet.Specs {
+		where := fmt.Sprintf("kubelet.specs[%d] (%s: %q)", i, k.Suite, k.Spec)
+		needed[k.Needs] = true
+		if k.Suite == "" || k.Spec == "" {
+			errs = append(errs, fmt.Errorf("%s: suite and spec are required", where))
+		}
+		if _, ok := e.Kubelet.Needs[k.Needs]; !ok {
+			errs = append(errs, fmt.Errorf("%s: needs %q is not one of kubelet.needs", where, k.Needs))
+		}
+		if onKubelet[key(k.Suite, k.Spec)] {
+			errs = append(errs, fmt.Errorf("%s: listed twice", where))
+		}
+		onKubelet[key(k.Suite, k.Spec)] = true
+	}
+	for _, n := range slices.Sorted(maps.Keys(e.Kubelet.Needs)) {
+		if !needed[n] {
+			errs = append(errs, fmt.Errorf("kubelet.needs.%s: no spec needs it: remove it", n))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -213,6 +299,8 @@ type Match struct {
 
 // Verdict is a run held against the list.
 type Verdict struct {
+	// Node is the pass's kind of node.
+	Node Node
 	// Passed are the specs that passed and are not listed.
 	Passed []Result
 	// AsExpected are listed specs that did what the list says.
@@ -228,15 +316,15 @@ type Verdict struct {
 	NotRun []Expectation
 }
 
-// Compare holds results against the list. complete says the run covered every
-// listed suite without a focus, so that a listed spec the run did not report is
-// an error (renamed or removed upstream).
-func Compare(e *Expectations, results []Result, complete bool) Verdict {
+// Compare holds the results of a pass on node against the list. complete says the
+// run covered every listed suite without a focus, so that a listed spec of that pass
+// the run did not report is an error (renamed or removed upstream).
+func Compare(e *Expectations, results []Result, complete bool, node Node) Verdict {
 	listed := map[string]Expectation{}
 	for _, x := range e.Specs {
 		listed[key(x.Suite, x.Spec)] = x
 	}
-	var v Verdict
+	v := Verdict{Node: node}
 	seen := map[string]bool{}
 	for _, r := range results {
 		k := key(r.Suite, r.Spec)
@@ -257,8 +345,14 @@ func Compare(e *Expectations, results []Result, complete bool) Verdict {
 	}
 	if complete {
 		for _, x := range e.Specs {
-			if x.Outcome != Excluded && !seen[key(x.Suite, x.Spec)] {
+			if x.Outcome != Excluded && e.NodeOf(x.Suite, x.Spec) == node && !seen[key(x.Suite, x.Spec)] {
 				v.NotRun = append(v.NotRun, x)
+				seen[key(x.Suite, x.Spec)] = true
+			}
+		}
+		for _, k := range e.Kubelet.Specs {
+			if node == Kubelet && !seen[key(k.Suite, k.Spec)] {
+				v.NotRun = append(v.NotRun, Expectation{Suite: k.Suite, Spec: k.Spec, Labels: k.Labels, Reason: "kubelet: " + k.Needs})
 			}
 		}
 	}
@@ -275,7 +369,7 @@ func (v Verdict) OK() bool {
 // the run fail, each with what to do.
 func (v Verdict) Print(w io.Writer, e *Expectations) {
 	total := len(v.Passed) + len(v.AsExpected) + len(v.Unexpected) + len(v.NowPassing) + len(v.Changed)
-	fmt.Fprintf(w, "spiderpool e2e: %d specs run: %d passed, %d not passing as listed", total, len(v.Passed)+len(v.NowPassing), len(v.AsExpected))
+	fmt.Fprintf(w, "spiderpool e2e on %s nodes: %d specs run: %d passed, %d not passing as listed", v.Node, total, len(v.Passed)+len(v.NowPassing), len(v.AsExpected))
 	fmt.Fprintf(w, ", %d failed or skipped unlisted, %d listed but passing, %d listed but changed, %d listed but not run\n",
 		len(v.Unexpected), len(v.NowPassing), len(v.Changed), len(v.NotRun))
 	byReason := map[string]int{}

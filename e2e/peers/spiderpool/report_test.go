@@ -90,7 +90,7 @@ func TestCompare(t *testing.T) {
 		// The same text in another suite is another spec.
 		{Suite: "t", Spec: "listed fails", Outcome: Passed},
 	}
-	v := Compare(e, results, true)
+	v := Compare(e, results, true, StandIn)
 	count := func(name string, got, want int) {
 		if got != want {
 			t.Errorf("%s: %d, want %d", name, got, want)
@@ -114,9 +114,54 @@ func TestCompare(t *testing.T) {
 	}
 
 	// A focused run does not miss the specs it did not run.
-	v = Compare(e, results[3:4], false)
+	v = Compare(e, results[3:4], false, StandIn)
 	if !v.OK() || len(v.AsExpected) != 1 {
 		t.Errorf("focused run on a listed failure: %+v", v)
+	}
+}
+
+// Each pass answers for its own specs: the stand-in pass does not miss the specs of
+// the kubelet pass, which misses a kubelet spec it did not report, passing or listed.
+func TestComparePasses(t *testing.T) {
+	e := &Expectations{
+		Reasons: map[string]string{"docker": "docker exec into a kind node"},
+		Specs: []Expectation{
+			{Suite: "s", Spec: "kubelet fails", Outcome: Failed, Reason: "docker", Detail: "d"},
+			{Suite: "s", Spec: "standin fails", Outcome: Failed, Reason: "docker", Detail: "d"},
+		},
+		Kubelet: KubeletSpecs{
+			Needs: map[string]string{"exec": "kubectl exec"},
+			Specs: []KubeletSpec{
+				{Suite: "s", Spec: "kubelet fails", Needs: "exec"},
+				{Suite: "s", Spec: "kubelet passes", Needs: "exec"},
+			},
+		},
+	}
+	if err := e.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.OnKubelet("s"); len(got) != 2 || e.NodeOf("s", "standin fails") != StandIn || e.NodeOf("s", "kubelet passes") != Kubelet {
+		t.Errorf("OnKubelet: %q; NodeOf: %s, %s", got, e.NodeOf("s", "standin fails"), e.NodeOf("s", "kubelet passes"))
+	}
+	standin := []Result{{Suite: "s", Spec: "standin fails", Outcome: Failed}, {Suite: "s", Spec: "other passes", Outcome: Passed}}
+	if v := Compare(e, standin, true, StandIn); !v.OK() {
+		t.Errorf("stand-in pass: %+v", v)
+	}
+	kubelet := []Result{{Suite: "s", Spec: "kubelet fails", Outcome: Failed}, {Suite: "s", Spec: "kubelet passes", Outcome: Passed}}
+	v := Compare(e, kubelet, true, Kubelet)
+	if !v.OK() || len(v.Passed) != 1 || len(v.AsExpected) != 1 {
+		t.Errorf("kubelet pass: %+v", v)
+	}
+	var b strings.Builder
+	v.Print(&b, e)
+	if !strings.Contains(b.String(), "on kubelet nodes: 2 specs run: 1 passed") {
+		t.Errorf("printed verdict does not name the pass:\n%s", b.String())
+	}
+	for _, missing := range []int{0, 1} {
+		v := Compare(e, kubelet[1-missing:2-missing], true, Kubelet)
+		if v.OK() || len(v.NotRun) != 1 || v.NotRun[0].Spec != kubelet[missing].Spec {
+			t.Errorf("kubelet pass without %q: %+v", kubelet[missing].Spec, v)
+		}
 	}
 }
 
@@ -146,6 +191,34 @@ func TestExpectationsValidate(t *testing.T) {
 	if err := e.Validate(); err == nil || !strings.Contains(err.Error(), "reasons.gone") {
 		t.Errorf("a reason no spec is listed with: %v, want an error naming reasons.gone", err)
 	}
+
+	// The kubelet list.
+	k := KubeletSpec{Suite: "reclaim", Spec: "x", Needs: "exec"}
+	for name, c := range map[string]func(*Expectations){
+		"no suite":        func(e *Expectations) { e.Kubelet.Specs[0].Suite = "" },
+		"no spec":         func(e *Expectations) { e.Kubelet.Specs[0].Spec = "" },
+		"unknown need":    func(e *Expectations) { e.Kubelet.Specs[0].Needs = "other" },
+		"listed twice":    func(e *Expectations) { e.Kubelet.Specs = append(e.Kubelet.Specs, k) },
+		"need of no spec": func(e *Expectations) { e.Kubelet.Needs["gone"] = "its last spec runs on stand-ins now" },
+		"excluded there": func(e *Expectations) {
+			e.Specs = []Expectation{{Suite: "reclaim", Spec: "x", Outcome: Excluded, Reason: "r", Detail: "d"}}
+		},
+		"no need at all":  func(e *Expectations) { e.Kubelet.Specs[0].Needs = "" },
+		"needs, no specs": func(e *Expectations) { e.Kubelet.Specs = nil },
+	} {
+		e := &Expectations{
+			Reasons: map[string]string{"r": "why"},
+			Specs:   []Expectation{ok},
+			Kubelet: KubeletSpecs{Needs: map[string]string{"exec": "kubectl exec"}, Specs: []KubeletSpec{k}},
+		}
+		if err := e.Validate(); err != nil {
+			t.Fatalf("the valid list before %s: %v", name, err)
+		}
+		c(e)
+		if e.Validate() == nil {
+			t.Errorf("kubelet list, %s: accepted", name)
+		}
+	}
 }
 
 // TestCommittedList checks expected.yaml itself: it parses, every entry is valid and
@@ -159,5 +232,13 @@ func TestCommittedList(t *testing.T) {
 		if !IsSuite(x.Suite) {
 			t.Errorf("%q: suite %q is not one of %v", x.Spec, x.Suite, Suites)
 		}
+	}
+	for _, k := range e.Kubelet.Specs {
+		if !IsSuite(k.Suite) {
+			t.Errorf("kubelet: %q: suite %q is not one of %v", k.Spec, k.Suite, Suites)
+		}
+	}
+	if len(e.Kubelet.Specs) == 0 {
+		t.Error("expected.yaml runs no spec on kubelet nodes: the specs that need kubectl exec or a container's exit code run there")
 	}
 }

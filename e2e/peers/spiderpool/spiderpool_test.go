@@ -27,10 +27,15 @@ import (
 // The harness's environment (make test-spiderpool sets the first):
 //
 //	NICPOOL_KUBECONFIG   the local stack's admin kubeconfig (.local/kubeconfig)
-//	SPIDERPOOL_E2E_DIR   where the suites' logs and JSON reports go (default: a
-//	                     temporary directory, removed afterwards)
+//	SPIDERPOOL_NODE      the pass: standin (default) runs every spec but those
+//	                     expected.yaml lists under kubelet, on stand-in nodes;
+//	                     kubelet runs those alone, on real kubelet nodes (make's NODE)
+//	SPIDERPOOL_E2E_DIR   where the suites' logs and JSON reports go, under a folder
+//	                     named for the pass (default: a temporary directory, removed
+//	                     afterwards)
 //	SPIDERPOOL_SUITES    a space-separated subset of Suites
-//	SPIDERPOOL_FOCUS     a Ginkgo focus (regular expression over the specs' texts)
+//	SPIDERPOOL_FOCUS     a Ginkgo focus (regular expression over the specs' texts; in
+//	                     the kubelet pass, it picks among the kubelet specs' texts)
 //	SPIDERPOOL_LABELS    a Ginkgo label filter (spiderpool's case IDs, e.g. D00014)
 //	SPIDERPOOL_PARALLEL  how many suites run at once (default 3)
 //
@@ -41,7 +46,8 @@ import (
 const suiteTimeout = 40 * time.Minute
 
 // TestSpiderpoolE2E creates spiderpool's fixtures on the stack, compiles spiderpool's
-// suites from its module, runs each against the stack and fails unless every spec
+// suites from its module, runs each against the stack (the specs of the pass
+// SPIDERPOOL_NODE names, on a stack of that kind of node) and fails unless every spec
 // passes or does what expected.yaml says, for the reason it gives.
 func TestSpiderpoolE2E(t *testing.T) {
 	kubeconfig := os.Getenv("NICPOOL_KUBECONFIG")
@@ -56,19 +62,31 @@ func TestSpiderpoolE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	node, err := ParseNode(os.Getenv("SPIDERPOOL_NODE"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	suites, complete, err := selectedSuites(os.Getenv("SPIDERPOOL_SUITES"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	focus, labels := os.Getenv("SPIDERPOOL_FOCUS"), os.Getenv("SPIDERPOOL_LABELS")
 	complete = complete && focus == "" && labels == ""
+	runs, err := passRuns(exp, node, suites, focus, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) == 0 {
+		t.Fatalf("SPIDERPOOL_SUITES=%q and SPIDERPOOL_FOCUS=%q select no spec of the %s pass", os.Getenv("SPIDERPOOL_SUITES"), focus, node)
+	}
 	dir := os.Getenv("SPIDERPOOL_E2E_DIR")
 	if dir == "" {
 		dir = t.TempDir()
 	} else if dir, err = filepath.Abs(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	logDir := filepath.Join(dir, string(node))
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 
@@ -81,6 +99,19 @@ func TestSpiderpoolE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	nodes := &corev1.NodeList{}
+	if err := c.List(ctx, nodes); err != nil {
+		t.Fatal(err)
+	}
+	var nodeNames []string
+	for _, n := range nodes.Items {
+		nodeNames = append(nodeNames, n.Name)
+		if kind := nodeKind(n); kind != node {
+			t.Fatalf("node %s of the local cluster that is up is a %s node; the %s pass needs %s nodes: `make down` first, or run the pass its nodes are for (SPIDERPOOL_NODES=%s)", n.Name, kind, node, node, kind)
+		}
+	}
+	slices.Sort(nodeNames)
+
 	if err := applyFixtures(ctx, c, "fixtures.yaml"); err != nil {
 		t.Fatal(err)
 	}
@@ -105,22 +136,16 @@ func TestSpiderpoolE2E(t *testing.T) {
 		serveMultusConfigs(smcCtx, watcher, t.Logf)
 	}()
 	defer func() { stopSMC(); <-smcDone }()
-	nodes := &corev1.NodeList{}
-	if err := c.List(ctx, nodes); err != nil {
-		t.Fatal(err)
-	}
-	var nodeNames []string
-	for _, n := range nodes.Items {
-		nodeNames = append(nodeNames, n.Name)
-	}
-	slices.Sort(nodeNames)
-
 	start := time.Now()
-	bins, err := build(ctx, dir, suites)
+	var suiteNames []string
+	for _, r := range runs {
+		suiteNames = append(suiteNames, r.suite)
+	}
+	bins, err := build(ctx, dir, suiteNames)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("compiled %d suites of spiderpool in %s", len(suites), time.Since(start).Round(time.Second))
+	t.Logf("compiled %d suites of spiderpool in %s", len(suiteNames), time.Since(start).Round(time.Second))
 
 	env := append(os.Environ(), frameworkEnv(kubeconfig, nodeNames)...)
 	parallel, err := parallelism(os.Getenv("SPIDERPOOL_PARALLEL"))
@@ -136,11 +161,11 @@ func TestSpiderpoolE2E(t *testing.T) {
 		wg      sync.WaitGroup
 		slots   = make(chan struct{}, parallel)
 	)
-	run := func(suite, name, what string, env []string, labels string) {
+	run := func(r suiteRun, name, what string, env []string) {
 		start := time.Now()
-		res, err := runSuite(ctx, suite, name, bins[suite], dir, env, focus, labels, exp.Excluded(suite))
+		res, err := runSuite(ctx, r, name, bins[r.suite], logDir, env)
 		if err != nil {
-			t.Errorf("suite %s%s: %v", suite, what, err)
+			t.Errorf("suite %s%s: %v", r.suite, what, err)
 			return
 		}
 		passed := 0
@@ -149,27 +174,30 @@ func TestSpiderpoolE2E(t *testing.T) {
 				passed++
 			}
 		}
-		t.Logf("suite %s%s: %d specs, %d passed, in %s (log: %s)", suite, what, len(res), passed, time.Since(start).Round(time.Second), filepath.Join(dir, name+".log"))
+		t.Logf("suite %s%s on %s nodes: %d specs, %d passed, in %s (log: %s)", r.suite, what, node, len(res), passed, time.Since(start).Round(time.Second), filepath.Join(logDir, name+".log"))
 		mu.Lock()
 		results = append(results, res...)
 		mu.Unlock()
 	}
-	for _, suite := range suites {
+	var oneNode *suiteRun
+	for _, r := range runs {
+		if node == StandIn && r.suite == oneNodeSuite {
+			one := r
+			one.labels = labelsAnd(r.labels, oneNodeLabel)
+			oneNode = &one
+			r.labels = labelsAnd(r.labels, "!"+oneNodeLabel)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			l := labels
-			if suite == oneNodeSuite {
-				l = labelsAnd(labels, "!"+oneNodeLabel)
-			}
-			run(suite, suite, "", env, l)
+			run(r, r.suite, "", env)
 		}()
 	}
 	wg.Wait()
 	// The specs that need one schedulable node (nodes.go), alone on the cluster.
-	if oneNodeRun(suites) {
+	if oneNode != nil {
 		keep := nodeNames[0]
 		untaint := func() {
 			if err := untaintNodes(context.WithoutCancel(ctx), c); err != nil {
@@ -180,11 +208,11 @@ func TestSpiderpoolE2E(t *testing.T) {
 			untaint()
 			t.Fatal(err)
 		}
-		run(oneNodeSuite, oneNodeSuite+"-one-node", " on node "+keep+" alone",
-			append(os.Environ(), frameworkEnv(kubeconfig, []string{keep})...), labelsAnd(labels, oneNodeLabel))
+		run(*oneNode, oneNodeSuite+"-one-node", " on node "+keep+" alone",
+			append(os.Environ(), frameworkEnv(kubeconfig, []string{keep})...))
 		untaint()
 	}
-	v := Compare(exp, results, complete && !t.Failed())
+	v := Compare(exp, results, complete && !t.Failed(), node)
 	var out bytes.Buffer
 	v.Print(&out, exp)
 	t.Log("\n" + out.String())
@@ -206,6 +234,69 @@ func selectedSuites(list string) ([]string, bool, error) {
 		out = append(out, s)
 	}
 	return out, len(out) == len(Suites), nil
+}
+
+// suiteRun is what one suite's binary runs in a pass.
+type suiteRun struct {
+	suite string
+	// focus is a Ginkgo focus (SPIDERPOOL_FOCUS), only the full texts of the specs
+	// to run (the kubelet pass's), skip those of the specs not to run (the excluded,
+	// and on stand-in nodes the kubelet pass's); labels a Ginkgo label filter.
+	focus, labels string
+	only, skip    []string
+}
+
+// passRuns are the runs of a pass: on stand-in nodes every selected suite, its
+// excluded specs and its kubelet specs skipped; on kubelet nodes the suites with
+// kubelet specs, those specs alone (those whose text focus matches, when one is set).
+func passRuns(exp *Expectations, node Node, suites []string, focus, labels string) ([]suiteRun, error) {
+	var focusRE *regexp.Regexp
+	if focus != "" {
+		var err error
+		if focusRE, err = regexp.Compile(focus); err != nil {
+			return nil, fmt.Errorf("SPIDERPOOL_FOCUS: %w", err)
+		}
+	}
+	var runs []suiteRun
+	for _, suite := range suites {
+		run := suiteRun{suite: suite, labels: labels, skip: exp.Excluded(suite)}
+		switch node {
+		case StandIn:
+			run.focus = focus
+			run.skip = append(run.skip, exp.OnKubelet(suite)...)
+		case Kubelet:
+			for _, spec := range exp.OnKubelet(suite) {
+				if focusRE == nil || focusRE.MatchString(spec) {
+					run.only = append(run.only, spec)
+				}
+			}
+			if len(run.only) == 0 {
+				continue
+			}
+		}
+		runs = append(runs, run)
+	}
+	return runs, nil
+}
+
+// nodeKind is the pass a node of the cluster serves: a stand-in node says so in its
+// container runtime's version (e2e/node), a real one names containerd.
+func nodeKind(n corev1.Node) Node {
+	if strings.HasPrefix(n.Status.NodeInfo.ContainerRuntimeVersion, "nicpool-e2e://") {
+		return StandIn
+	}
+	return Kubelet
+}
+
+// specsPattern is a Ginkgo focus or skip matching exactly the specs of these full
+// texts: Ginkgo matches them against the suite's description, a space and the
+// spec's full text.
+func specsPattern(specs []string) string {
+	quoted := make([]string, len(specs))
+	for i, spec := range specs {
+		quoted[i] = " " + regexp.QuoteMeta(spec) + "$"
+	}
+	return strings.Join(quoted, "|")
 }
 
 // parallelism reads SPIDERPOOL_PARALLEL: how many suites run at once (default 3).
@@ -305,7 +396,8 @@ func goTool() string {
 // runSuite runs one suite's binary and reads its report; name is that of the run's log
 // and report in dir. The binary's exit status
 // is not looked at: the report says which specs failed.
-func runSuite(ctx context.Context, suite, name, bin, dir string, env []string, focus, labels string, excluded []string) ([]Result, error) {
+func runSuite(ctx context.Context, run suiteRun, name, bin, dir string, env []string) ([]Result, error) {
+	suite := run.suite
 	report := filepath.Join(dir, name+".json")
 	_ = os.Remove(report)
 	log, err := os.Create(filepath.Join(dir, name+".log"))
@@ -320,20 +412,17 @@ func runSuite(ctx context.Context, suite, name, bin, dir string, env []string, f
 		"--ginkgo.v",
 		"--ginkgo.no-color",
 	}
-	if focus != "" {
-		args = append(args, "--ginkgo.focus="+focus)
+	if run.focus != "" {
+		args = append(args, "--ginkgo.focus="+run.focus)
 	}
-	if labels != "" {
-		args = append(args, "--ginkgo.label-filter="+labels)
+	if len(run.only) > 0 {
+		args = append(args, "--ginkgo.focus="+specsPattern(run.only))
 	}
-	if len(excluded) > 0 {
-		// Ginkgo matches --skip against the suite's description, a space and the
-		// spec's full text.
-		quoted := make([]string, len(excluded))
-		for i, spec := range excluded {
-			quoted[i] = " " + regexp.QuoteMeta(spec) + "$"
-		}
-		args = append(args, "--ginkgo.skip="+strings.Join(quoted, "|"))
+	if run.labels != "" {
+		args = append(args, "--ginkgo.label-filter="+run.labels)
+	}
+	if len(run.skip) > 0 {
+		args = append(args, "--ginkgo.skip="+specsPattern(run.skip))
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = env
