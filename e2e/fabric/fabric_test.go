@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +71,57 @@ func TestNodesOnOneNetworkReachEachOther(t *testing.T) {
 	}
 	if got != "hello from a\n" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// A server of this process listening on a network's gateway in the fabric answers
+// the nodes of that network, and sees each at its own address.
+func TestNodesReachWhatListensOnTheGateway(t *testing.T) {
+	f, err := New("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := f.Route("eth0", netip.MustParsePrefix("192.168.78.1/24")); err != nil {
+		t.Fatal(err)
+	}
+	a, err := f.AddNode("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ip("-n", a.Namespace, "addr", "add", "192.168.78.9/24", "dev", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := f.Listen("192.168.78.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			fmt.Fprintln(c, "hello", c.RemoteAddr().(*net.TCPAddr).IP)
+			c.Close()
+		}
+	}()
+	var got string
+	if err := inNamespace(a, func() error {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		got, err = bufio.NewReader(c).ReadString('\n')
+		return err
+	}); err != nil {
+		t.Fatalf("node a cannot reach %s on the fabric: %v", l.Addr(), err)
+	}
+	if got != "hello 192.168.78.9\n" {
+		t.Fatalf("got %q, want the server to greet node a by its address", got)
 	}
 }
 

@@ -40,10 +40,16 @@ func (f *Fabric) DialContext(ctx context.Context, network, address string) (net.
 	return c, err
 }
 
-func forward(path, listen, target string) (string, io.Closer, error) {
+// Listen listens on address inside the fabric's namespace (the address of one of
+// its gateways): what the nodes reach there, a server of this process serves.
+func (f *Fabric) Listen(address string) (net.Listener, error) {
+	return listen(f.Path(), address)
+}
+
+func listen(path, address string) (net.Listener, error) {
 	netns, err := ns.GetNS(path)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	defer netns.Close()
 	var l net.Listener
@@ -51,9 +57,14 @@ func forward(path, listen, target string) (string, io.Closer, error) {
 	// accepts on it.
 	err = netns.Do(func(ns.NetNS) error {
 		var err error
-		l, err = net.Listen("tcp", listen)
+		l, err = net.Listen("tcp", address)
 		return err
 	})
+	return l, err
+}
+
+func forward(path, address, target string) (string, io.Closer, error) {
+	l, err := listen(path, address)
 	if err != nil {
 		return "", nil, err
 	}
