@@ -8,8 +8,13 @@ import (
 // PauseImage is the sandbox image of every node (built locally, imported).
 const PauseImage = "registry.k8s.io/pause:3.10"
 
+// registryHostsDir is where the node's containerd finds a hosts.toml per registry
+// host (containerd's docs/hosts.md): Config.Registries'.
+const registryHostsDir = "/etc/containerd/certs.d"
+
 // containerdConfig is containerd's configuration: default paths (they are the node's
-// own), the CRI plugin with CNI from the node's /opt/cni/bin and /etc/cni/net.d.
+// own), the CRI plugin with CNI from the node's /opt/cni/bin and /etc/cni/net.d, and
+// the registry hosts of registryHostsDir.
 func (n *Node) containerdConfig() []byte {
 	return fmt.Appendf(nil, `version = 3
 root = "/var/lib/containerd"
@@ -19,7 +24,10 @@ state = "/run/containerd"
   address = "/run/containerd/containerd.sock"
 
 [plugins.'io.containerd.cri.v1.images']
-  # Images are imported, never pulled: no registry is reachable.
+  # Images are imported; the only registries reachable are Config.Registries, each
+  # with its hosts.toml here.
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = %q
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = %q
 
@@ -32,7 +40,17 @@ state = "/run/containerd"
     bin_dirs = ["/opt/cni/bin"]
     conf_dir = "/etc/cni/net.d"
     max_conf_num = 1
-`, PauseImage)
+`, registryHostsDir, PauseImage)
+}
+
+// registryHosts is the hosts.toml of a registry served over plain HTTP at host
+// (host:port): containerd resolves and pulls its images there, without TLS.
+func registryHosts(host string) []byte {
+	return fmt.Appendf(nil, `server = "http://%s"
+
+[host."http://%s"]
+  capabilities = ["pull", "resolve"]
+`, host, host)
 }
 
 // kubeletConfig is the kubelet's configuration, set for a node that shares the

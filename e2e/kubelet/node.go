@@ -61,6 +61,9 @@ type Config struct {
 	CNIConfig map[string][]byte
 	// Images are image archives imported into the node's containerd.
 	Images []string
+	// Registries are registries the node's containerd pulls from over plain HTTP,
+	// host:port as the node reaches them: a hosts.toml each.
+	Registries []string
 	// Out receives progress lines.
 	Out io.Writer
 }
@@ -175,6 +178,9 @@ func (n *Node) prepare() error {
 		"var/lib/kube-proxy/config.yaml":    KubeProxyConfig("/var/lib/kube-proxy/kubeconfig", c.Name, c.Address.Addr().String()),
 		"var/lib/kube-proxy/kubeconfig":     kubeconfig,
 		"etc/cni/net.d/multus.d/kubeconfig": kubeconfig,
+	}
+	for _, host := range c.Registries {
+		files[filepath.Join(strings.TrimPrefix(registryHostsDir, "/"), host, "hosts.toml")] = registryHosts(host)
 	}
 	for name, data := range files {
 		path := filepath.Join(c.Root, name)
@@ -341,7 +347,7 @@ func (n *Node) waitContainerd(ctx context.Context) error {
 }
 
 // Import imports an image archive into the containerd of the node whose state
-// directory is root, where the kubelet finds it (no registry is reachable).
+// directory is root, where the kubelet finds it without a pull.
 func Import(ctx context.Context, ctr, root, archive string) error {
 	cmd := exec.CommandContext(ctx, ctr, "--address", filepath.Join(root, "run/containerd/containerd.sock"), "--namespace", "k8s.io", "images", "import", archive)
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -222,8 +222,8 @@ func (s *Stack) editWebhookClients(ctx context.Context, edit func(config, webhoo
 // every ipamd again as the upgraded Deployment and DaemonSet say. The nodes' pods
 // stay, as they do while a DaemonSet rolls.
 func (s *Stack) Upgrade(ctx context.Context, source binaries.Checkout, upgrade func(ctx context.Context) error) error {
-	if s.install == nil {
-		return errors.New("local: Upgrade needs an installation of Options.Install")
+	if s.install == nil || s.NodeKind != NodeStandIn {
+		return errors.New("local: Upgrade needs an installation of Options.Install on stand-in nodes")
 	}
 	if err := s.stopNicpool(); err != nil {
 		return fmt.Errorf("stop nicpool: %w", err)

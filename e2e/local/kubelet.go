@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,7 +25,6 @@ import (
 	"github.com/nicpool/nicpool/e2e/cluster"
 	"github.com/nicpool/nicpool/e2e/kubelet"
 	"github.com/nicpool/nicpool/e2e/testenv"
-	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
 
 // NodeKind says what plays the cluster's nodes.
@@ -54,6 +55,10 @@ var (
 	// kube-proxy: the API server's egress dials webhooks' Services from there.
 	serviceRange = netip.MustParsePrefix("10.0.0.0/24")
 )
+
+// registryPort is where the fabric serves Options.Registry, on the cluster network's
+// gateway: the fabric's namespace is this run's alone, so the port is free.
+const registryPort = 5000
 
 // nodeAddress is the i-th real node's address on the cluster network, above the
 // sample pools' ranges.
@@ -227,12 +232,37 @@ func (s *Stack) addRealNode(ctx context.Context, i int, images []string) error {
 		CNIPlugins:  []string{"multus", "macvlan", "loopback"},
 		CNIConfig:   cniConfig,
 		Images:      images,
+		Registries:  s.registries(),
 	})
 	if err != nil {
 		return err
 	}
 	s.Kubelets = append(s.Kubelets, n)
 	return nil
+}
+
+// serveRegistry serves a registry to the real nodes on the cluster network's gateway.
+func (s *Stack) serveRegistry(h http.Handler) error {
+	addr := net.JoinHostPort(clusterGateway.Addr().String(), strconv.Itoa(registryPort))
+	l, err := s.Fabric.Listen(addr)
+	if err != nil {
+		return fmt.Errorf("serve the registry on the fabric: %w", err)
+	}
+	s.registry, s.registryHost = &http.Server{Handler: h, ReadHeaderTimeout: time.Minute}, addr
+	go func() { _ = s.registry.Serve(l) }()
+	return nil
+}
+
+// Registry is where real nodes reach Options.Registry (host:port, plain HTTP):
+// the registry part of the references they pull. Empty without one.
+func (s *Stack) Registry() string { return s.registryHost }
+
+// registries are the registries real nodes pull from.
+func (s *Stack) registries() []string {
+	if s.registryHost == "" {
+		return nil
+	}
+	return []string{s.registryHost}
 }
 
 // hosts is every real node's /etc/hosts: the nodes by name.
@@ -293,12 +323,20 @@ func imageArchives() ([]string, error) {
 }
 
 // installNicpool installs nicpool as a user does: kubectl apply -k of the
-// self-managed overlay, waits until ipamd runs on every node and the webhook answers
-// (on the host network: its pods need no address from the pools it guards), then
-// creates the sample pools through it.
+// self-managed overlay, or Options.Install; waits until ipamd runs on every node and
+// the webhook answers (on the host network: its pods need no address from the pools
+// it guards), then creates the sample pools through it.
 func (s *Stack) installNicpool(ctx context.Context) error {
-	if err := s.Kubectl(ctx, io.Discard, "apply", "-k", filepath.Join(testenv.RepoRoot(), "manifests", "overlays", "self-managed")); err != nil {
-		return err
+	if s.install != nil {
+		s.progress("nicpool: installing in namespace %s (Options.Install)", s.namespace)
+		if err := s.install(ctx, s); err != nil {
+			return fmt.Errorf("install nicpool: %w", err)
+		}
+	} else {
+		s.progress("nicpool: kubectl apply -k manifests/overlays/self-managed")
+		if err := s.Kubectl(ctx, io.Discard, "apply", "-k", filepath.Join(testenv.RepoRoot(), "manifests", "overlays", "self-managed")); err != nil {
+			return err
+		}
 	}
 	if err := s.waitNicpool(ctx); err != nil {
 		return err
@@ -330,7 +368,7 @@ func (s *Stack) Kubectl(ctx context.Context, out io.Writer, args ...string) erro
 // waitNicpool waits until ipamd is ready on every node and both webhook replicas
 // are available with their CA injected.
 func (s *Stack) waitNicpool(ctx context.Context) error {
-	ns := configs.DefaultNamespace
+	ns := s.namespace
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		ds := &appsv1.DaemonSet{}
@@ -383,6 +421,10 @@ func (s *Stack) stopKubeletMode() error {
 		}
 	}
 	s.fabricRelay, s.apiRelay = nil, nil
+	if s.registry != nil {
+		errs = append(errs, s.registry.Close())
+		s.registry, s.registryHost = nil, ""
+	}
 	if s.egress != nil {
 		errs = append(errs, s.egress.Close())
 		s.egress = nil

@@ -1,6 +1,8 @@
 package local
 
 import (
+	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,4 +38,18 @@ func TestNodePrerequisites(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("")
+}
+
+// Images and a registry are for real nodes: stand-ins refuse them before starting
+// anything.
+func TestStandInsRefuseImagesAndRegistry(t *testing.T) {
+	for _, opts := range []Options{{Images: []string{"pause.tar"}}, {Registry: http.NotFoundHandler()}} {
+		s, err := Up(context.Background(), opts)
+		if err == nil || !strings.Contains(err.Error(), "for real nodes") {
+			t.Errorf("Up(%+v): %v; want a refusal naming real nodes", opts, err)
+		}
+		if s != nil {
+			t.Errorf("Up(%+v) started a stack", opts)
+		}
+	}
 }

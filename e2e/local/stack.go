@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,15 +36,25 @@ type Options struct {
 	Node NodeKind
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
-	// Install, when set, installs nicpool on the stand-ins' control plane in place
-	// of the stack's own setup (a Helm release, say): it must leave in Namespace the
-	// objects of an installation, the webhook's Deployment nicpool-webhook and
-	// ipamd's DaemonSet nicpool-ipamd among them. The stack then runs
-	// nicpool-webhook and each node's nicpool-ipamd as that Deployment's and
-	// DaemonSet's containers say (arguments, environment, service account), on
-	// loopback ports and the node's socket, and points the installed webhook
-	// configurations at its webhook (stand-ins have no Service routing).
+	// Install, when set, installs nicpool in place of the stack's own setup (a Helm
+	// release, say): it must leave in Namespace the objects of an installation, the
+	// webhook's Deployment nicpool-webhook and ipamd's DaemonSet nicpool-ipamd among
+	// them. On stand-in nodes the stack then runs nicpool-webhook and each node's
+	// nicpool-ipamd as that Deployment's and DaemonSet's containers say (arguments,
+	// environment, service account), on loopback ports and the node's socket, and
+	// points the installed webhook configurations at its webhook (stand-ins have no
+	// Service routing). On real nodes it runs once the nodes are up, in place of
+	// `kubectl apply -k`: the nodes run what it installed from its images, and the
+	// stack waits, as for its own install, until ipamd is ready on every node and
+	// the webhook available with its CA injected.
 	Install func(ctx context.Context, s *Stack) error
+	// Images are the image archives real nodes import: every archive of ImagesDir
+	// (`make images`) when empty.
+	Images []string
+	// Registry is a registry real nodes pull from: the stack serves it on the
+	// cluster network's gateway (Stack.Registry says where), and the nodes'
+	// containerd accepts it over plain HTTP.
+	Registry http.Handler
 	// Namespace is nicpool's namespace: configs.DefaultNamespace when empty.
 	Namespace string
 	// Source is the checkout nicpool's binaries are built from: this one by default.
@@ -85,6 +96,9 @@ type Stack struct {
 	apiRelay    io.Closer
 	fabricRelay io.Closer
 	fabricProxy *cluster.Process
+	// registry serves Options.Registry on the fabric at registryHost.
+	registry     *http.Server
+	registryHost string
 
 	out    io.Writer
 	ownDir bool
@@ -109,8 +123,8 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 	if opts.Namespace == "" {
 		opts.Namespace = configs.DefaultNamespace
 	}
-	if opts.Install != nil && opts.Node != NodeStandIn {
-		return nil, errors.New("local: Options.Install runs on stand-in nodes only")
+	if opts.Node == NodeStandIn && (len(opts.Images) > 0 || opts.Registry != nil) {
+		return nil, errors.New("local: Options.Images and Options.Registry are for real nodes (Node kubelet): stand-ins run no images")
 	}
 	s = &Stack{Dir: opts.Dir, NodeKind: opts.Node, nodeCount: opts.Nodes, out: opts.Out, binDir: testenv.BinDir(), ipamd: map[string]*cluster.Process{},
 		namespace: opts.Namespace, install: opts.Install, source: opts.Source}
@@ -163,13 +177,22 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 
 // upKubelet starts the control plane, real nodes, and installs nicpool on them.
 func (s *Stack) upKubelet(ctx context.Context, opts Options) error {
-	images, err := imageArchives()
-	if err != nil {
-		return err
+	images := opts.Images
+	if len(images) == 0 {
+		var err error
+		if images, err = imageArchives(); err != nil {
+			return err
+		}
 	}
 	s.progress("control plane: etcd, kube-apiserver (egress through the fabric), kube-controller-manager, kube-scheduler, kube-proxy on the fabric")
 	if err := s.startKubeletCluster(ctx, opts.Kubeconfig); err != nil {
 		return err
+	}
+	if opts.Registry != nil {
+		if err := s.serveRegistry(opts.Registry); err != nil {
+			return err
+		}
+		s.progress("registry: served to the nodes at %s (plain HTTP)", s.registryHost)
 	}
 	s.progress("real nodes: %d × kubelet + containerd + runc, importing %d images", opts.Nodes, len(images))
 	for i := range opts.Nodes {
@@ -177,7 +200,6 @@ func (s *Stack) upKubelet(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
-	s.progress("nicpool: kubectl apply -k manifests/overlays/self-managed")
 	if err := s.installNicpool(ctx); err != nil {
 		return err
 	}
