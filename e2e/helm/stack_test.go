@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/local"
@@ -90,9 +89,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// sampleSet is examples/statefulset.yaml's StatefulSet: three pods, each with eth0
-// on the cluster network and net1 from a NetworkAttachmentDefinition, dual-stack.
-const sampleSet = "web"
+// sampleSet is examples/statefulset.yaml's StatefulSet (local.ExampleSet).
+const sampleSet = local.ExampleSet
 
 // runExamples applies examples/ (pools, network, the StatefulSet) and returns the
 // StatefulSet's pods once all three run.
@@ -111,71 +109,25 @@ func runningPods(t *testing.T, st *local.Stack, count int) []corev1.Pod {
 	if err := st.WaitRunning(context.Background(), "default", map[string]string{"app": sampleSet}, count, 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	pods := &corev1.PodList{}
-	if err := st.Client.List(context.Background(), pods, client.InNamespace("default"), client.MatchingLabels{"app": sampleSet}); err != nil {
-		t.Fatal(err)
-	}
-	var out []corev1.Pod
-	for _, p := range pods.Items {
-		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// podAddresses reads a pod's addresses where a user sees them, and fails unless
-// they agree: the global addresses of each interface in the pod's network namespace
-// on its node, and its SpiderEndpoint's per interface (`kubectl get se`). Both
-// interfaces of the sample pods must have one IPv4 and one IPv6 address.
-func podAddresses(t *testing.T, st *local.Stack, pod corev1.Pod) map[string][]netip.Addr {
-	t.Helper()
-	seen, err := st.PodAddrs(pod.Namespace, pod.Name)
+	pods, err := st.RunningPods(context.Background(), "default", map[string]string{"app": sampleSet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep := &v2beta1.SpiderEndpoint{}
-	if err := st.Client.Get(context.Background(), types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, ep); err != nil {
-		t.Fatalf("pod %s: its SpiderEndpoint: %v", pod.Name, err)
-	}
-	if ep.Status.Current.UID != string(pod.UID) {
-		t.Errorf("pod %s: SpiderEndpoint of pod UID %s, want %s", pod.Name, ep.Status.Current.UID, pod.UID)
-	}
-	recorded := map[string][]netip.Addr{}
-	for _, d := range ep.Status.Current.IPs {
-		for _, cidr := range []*string{d.IPv4, d.IPv6} {
-			if cidr == nil {
-				continue
-			}
-			p, err := netip.ParsePrefix(*cidr)
-			if err != nil {
-				t.Fatalf("pod %s: SpiderEndpoint address %q: %v", pod.Name, *cidr, err)
-			}
-			recorded[d.Interface] = append(recorded[d.Interface], p.Addr())
-		}
-	}
-	for _, iface := range []string{"eth0", "net1"} {
-		if len(recorded[iface]) != 2 || !sameAddrs(recorded[iface], seen[iface]) {
-			t.Errorf("pod %s %s: SpiderEndpoint records %v, the interface has %v; want the same IPv4 and IPv6", pod.Name, iface, recorded[iface], seen[iface])
-		}
-	}
-	return recorded
+	return pods
 }
 
-func sameAddrs(a, b []netip.Addr) bool {
-	if len(a) != len(b) {
-		return false
+// podAddresses reads a pod's addresses where a user sees them, and fails unless
+// they agree (local.Stack.RecordedAddrs): the pod's SpiderEndpoint's per interface.
+func podAddresses(t *testing.T, st *local.Stack, pod corev1.Pod) map[string][]netip.Addr {
+	t.Helper()
+	recorded, err := st.RecordedAddrs(context.Background(), pod, local.ExampleInterfaces)
+	if recorded == nil {
+		t.Fatal(err)
 	}
-	for _, x := range a {
-		found := false
-		for _, y := range b {
-			found = found || x == y
-		}
-		if !found {
-			return false
-		}
+	if err != nil {
+		t.Error(err)
 	}
-	return true
+	return recorded
 }
 
 // checkInvariants holds the allocation records, endpoints and pods to design.md's

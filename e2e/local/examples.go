@@ -47,3 +47,27 @@ func (s *Stack) WaitRunning(ctx context.Context, namespace string, labels map[st
 	}
 	return nil
 }
+
+// ExampleSet is examples/statefulset.yaml's StatefulSet, in default: three pods, each
+// with an IPv4 and an IPv6 address on every interface of ExampleInterfaces.
+const ExampleSet = "web"
+
+// ExampleInterfaces are the interfaces of ExampleSet's pods: eth0 on the cluster
+// network, net1 from the NetworkAttachmentDefinition of examples/networks.yaml.
+var ExampleInterfaces = []string{"eth0", "net1"}
+
+// RunningPods lists the pods of namespace matching labels that run on a node and are
+// not being deleted.
+func (s *Stack) RunningPods(ctx context.Context, namespace string, labels map[string]string) ([]corev1.Pod, error) {
+	pods := &corev1.PodList{}
+	if err := s.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels(labels)); err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
