@@ -31,6 +31,8 @@ import (
 	"github.com/nicpool/nicpool/hack/images"
 )
 
+func TestMain(m *testing.M) { testenv.Main(m, nil) }
+
 // releaseDir is a `make release VERSION=v0.1.0` output: $NICPOOL_RELEASE_DIR
 // (`make test-registry` makes one for this machine's platform), else one made here
 // from this checkout for this machine's platform.
@@ -48,87 +50,26 @@ func releaseDir(t *testing.T) string {
 // A release pushed as the release workflow pushes it, to a registry running in the
 // test (go-containerregistry's), installs from there: the images' indexes keep the
 // digests the chart pins, the chart is an OCI artifact `helm install
-// oci://REGISTRY/nicpool/nicpool --version X.Y.Z` installs with the Helm SDK on a
-// real API server, and every container of the installation names the registry and
+// oci://REGISTRY/nicpool/charts/nicpool --version X.Y.Z` installs with the Helm SDK on
+// a real API server, and every container of the installation names the registry and
 // an image index it serves, by digest, with an image for this machine's platform.
-// Whether real nodes pull them is not shown here (the kubelet nodes of the local
-// cluster import their images instead).
+// TestInstallFromARegistryOnKubeletNodes shows real nodes pulling them.
 func TestInstallFromARegistry(t *testing.T) {
 	out := releaseDir(t)
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	repo := strings.TrimPrefix(srv.URL, "http://") + "/nicpool"
+	rc := registryClient(t)
+	pinned := pushRelease(t, out, repo, rc)
 
-	// The images: each layout's index, under its name and the version.
-	pinned := map[string]string{}
-	for _, im := range images.Product {
-		p, err := layout.FromPath(filepath.Join(out, "images", im.Name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		top, err := p.ImageIndex()
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := top.IndexManifest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		idx, err := top.ImageIndex(m.Manifests[0].Digest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref, err := name.ParseReference(repo + "/" + im.Name + ":" + version)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := remote.WriteIndex(ref, idx); err != nil {
-			t.Fatalf("push %s: %v", ref, err)
-		}
-		pinned[im.Name] = strings.TrimSpace(read(t, filepath.Join(out, "images", im.Name+".digest")))
-	}
-
-	// The chart, as an OCI artifact.
-	charts, err := filepath.Glob(filepath.Join(out, "nicpool-*.tgz"))
-	if err != nil || len(charts) != 1 {
-		t.Fatalf("the release's chart: %v %v", charts, err)
-	}
-	rc, err := helmregistry.NewClient(helmregistry.ClientOptPlainHTTP(), helmregistry.ClientOptWriter(io.Discard))
-	if err != nil {
-		t.Fatal(err)
-	}
-	push := action.NewPushWithOpts(action.WithPushConfig(&action.Configuration{RegistryClient: rc}), action.WithPlainHTTP(true))
-	push.Settings = cli.New()
-	if _, err := push.Run(charts[0], "oci://"+repo); err != nil {
-		t.Fatalf("helm push %s oci://%s: %v", filepath.Base(charts[0]), repo, err)
-	}
-
-	// helm install nicpool oci://REGISTRY/nicpool/nicpool --version X.Y.Z -n nicpool-system
-	// --create-namespace --set images.registry=REGISTRY/nicpool
+	// helm install nicpool oci://REGISTRY/nicpool/charts/nicpool --version X.Y.Z
+	// -n nicpool-system --create-namespace --set images.registry=REGISTRY/nicpool
 	env := testenv.StartT(t, testenv.Options{})
 	const ns = "nicpool-system"
 	cfg := helmConfiguration(t, env.Kubeconfig, ns)
-	cfg.RegistryClient = rc
-	inst := action.NewInstall(cfg)
-	inst.ReleaseName, inst.Namespace, inst.CreateNamespace = "nicpool", ns, true
-	// The API server has nicpool's CRDs already (testenv installs them).
-	inst.TakeOwnership = true
-	inst.PlainHTTP = true
-	inst.Version = strings.TrimPrefix(version, "v")
-	path, err := inst.LocateChart("oci://"+repo+"/nicpool", cli.New())
-	if err != nil {
-		t.Fatalf("helm pull oci://%s/nicpool --version %s: %v", repo, inst.Version, err)
-	}
-	ch, err := loader.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ch.Metadata.Version != inst.Version || ch.Metadata.AppVersion != version {
-		t.Errorf("the registry's chart is version %s, appVersion %s; want %s, %s", ch.Metadata.Version, ch.Metadata.AppVersion, inst.Version, version)
-	}
 	vals := map[string]any{"images": map[string]any{"registry": repo}, "certificates": map[string]any{"mode": "self-managed"}}
-	if _, err := inst.RunWithContext(context.Background(), ch, vals); err != nil {
-		t.Fatalf("helm install nicpool oci://%s/nicpool: %v", repo, err)
+	if err := installFromRegistry(context.Background(), cfg, rc, repo, ns, vals); err != nil {
+		t.Fatal(err)
 	}
 
 	ctx := context.Background()
@@ -140,17 +81,16 @@ func TestInstallFromARegistry(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nicpool-ipamd"}, ds); err != nil {
 		t.Fatal(err)
 	}
-	byContainer := map[string]string{"webhook": "nicpool-webhook", "ipamd": "nicpool-ipamd", "install-cni": "nicpool"}
 	var containers []corev1.Container
 	for _, spec := range []corev1.PodSpec{dep.Spec.Template.Spec, ds.Spec.Template.Spec} {
 		containers = append(append(containers, spec.InitContainers...), spec.Containers...)
 	}
-	if len(containers) != len(byContainer) {
-		t.Errorf("%d containers installed, want %d", len(containers), len(byContainer))
+	if len(containers) != len(imageOfContainer) {
+		t.Errorf("%d containers installed, want %d", len(containers), len(imageOfContainer))
 	}
 	host := v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}
 	for _, c := range containers {
-		im := byContainer[c.Name]
+		im := imageOfContainer[c.Name]
 		if want := repo + "/" + im + ":" + version + "@" + pinned[im]; c.Image != want {
 			t.Errorf("container %s: image %s, want %s", c.Name, c.Image, want)
 			continue
@@ -181,6 +121,93 @@ func TestInstallFromARegistry(t *testing.T) {
 			t.Errorf("container %s: %s's %s image is for %s/%s", c.Name, c.Image, host, cf.OS, cf.Architecture)
 		}
 	}
+}
+
+// imageOfContainer names the image of each container nicpool installs.
+var imageOfContainer = map[string]string{"webhook": "nicpool-webhook", "ipamd": "nicpool-ipamd", "install-cni": "nicpool"}
+
+// registryClient is Helm's client of the test's registry, plain HTTP.
+func registryClient(t *testing.T) *helmregistry.Client {
+	t.Helper()
+	rc, err := helmregistry.NewClient(helmregistry.ClientOptPlainHTTP(), helmregistry.ClientOptWriter(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// pushRelease pushes the release of out to repo (REGISTRY/nicpool) as the release
+// workflow pushes it to ghcr.io/nicpool: each image's index under its name and the
+// version, the chart as an OCI artifact under charts/ (helm push). It returns the
+// digest the release pins, by image.
+func pushRelease(t *testing.T, out, repo string, rc *helmregistry.Client) map[string]string {
+	t.Helper()
+	pinned := map[string]string{}
+	for _, im := range images.Product {
+		p, err := layout.FromPath(filepath.Join(out, "images", im.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		top, err := p.ImageIndex()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := top.IndexManifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx, err := top.ImageIndex(m.Manifests[0].Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := name.ParseReference(repo + "/" + im.Name + ":" + version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.WriteIndex(ref, idx); err != nil {
+			t.Fatalf("push %s: %v", ref, err)
+		}
+		pinned[im.Name] = strings.TrimSpace(read(t, filepath.Join(out, "images", im.Name+".digest")))
+	}
+	charts, err := filepath.Glob(filepath.Join(out, "nicpool-*.tgz"))
+	if err != nil || len(charts) != 1 {
+		t.Fatalf("the release's chart: %v %v", charts, err)
+	}
+	push := action.NewPushWithOpts(action.WithPushConfig(&action.Configuration{RegistryClient: rc}), action.WithPlainHTTP(true))
+	push.Settings = cli.New()
+	if _, err := push.Run(charts[0], "oci://"+repo+"/charts"); err != nil {
+		t.Fatalf("helm push %s oci://%s/charts: %v", filepath.Base(charts[0]), repo, err)
+	}
+	return pinned
+}
+
+// installFromRegistry runs `helm install nicpool oci://REPO/charts/nicpool --version
+// X.Y.Z -n ns --create-namespace --take-ownership` with vals (the Helm SDK), after
+// checking that the registry's chart is the release's version. The API server has
+// nicpool's CRDs already, which the release takes over.
+func installFromRegistry(ctx context.Context, cfg *action.Configuration, rc *helmregistry.Client, repo, ns string, vals map[string]any) error {
+	cfg.RegistryClient = rc
+	inst := action.NewInstall(cfg)
+	inst.ReleaseName, inst.Namespace, inst.CreateNamespace = "nicpool", ns, true
+	inst.TakeOwnership = true
+	inst.PlainHTTP = true
+	inst.Version = strings.TrimPrefix(version, "v")
+	chartRef := "oci://" + repo + "/charts/nicpool"
+	path, err := inst.LocateChart(chartRef, cli.New())
+	if err != nil {
+		return fmt.Errorf("helm pull %s --version %s: %w", chartRef, inst.Version, err)
+	}
+	ch, err := loader.Load(path)
+	if err != nil {
+		return err
+	}
+	if ch.Metadata.Version != inst.Version || ch.Metadata.AppVersion != version {
+		return fmt.Errorf("the registry's chart is version %s, appVersion %s; want %s, %s", ch.Metadata.Version, ch.Metadata.AppVersion, inst.Version, version)
+	}
+	if _, err := inst.RunWithContext(ctx, ch, vals); err != nil {
+		return fmt.Errorf("helm install nicpool %s: %w", chartRef, err)
+	}
+	return nil
 }
 
 // helmConfiguration is Helm's action configuration for the API server of kubeconfig,
