@@ -23,8 +23,11 @@ import (
 // droppingServer stands for an API server that closes every watch of its informer
 // shortly after it is established (after the initial events, for a stream that sends
 // them), before anything reaches it, as a busy API server closes watchers that fall
-// behind. It counts the lists the informer makes: LIST requests and watch streams
-// that send the initial state.
+// behind. It counts the lists the informer makes: LIST requests and the watch streams
+// the server accepts that send the initial state. A request for such a stream that
+// the server refuses is no list: it sends nothing, and the informer lists instead (an
+// API server without the WatchList feature, as 1.31's by default, refuses
+// sendInitialEvents, and client-go's reflector then falls back to a LIST).
 type droppingServer struct {
 	toolscache.ListerWatcherWithContext
 	after          time.Duration
@@ -46,14 +49,14 @@ func (s *droppingServer) ListWithContext(ctx context.Context, o metav1.ListOptio
 
 func (s *droppingServer) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 	initial := o.SendInitialEvents != nil && *o.SendInitialEvents
-	if initial {
-		s.lists.Add(1)
-	}
-	s.watches.Add(1)
 	w, err := s.ListerWatcherWithContext.WatchWithContext(ctx, o)
 	if err != nil {
 		return nil, err
 	}
+	if initial {
+		s.lists.Add(1)
+	}
+	s.watches.Add(1)
 	out := make(chan watch.Event)
 	proxy := watch.NewProxyWatcher(out)
 	go func() {
