@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 // Set by the linker (-X); empty in a plain `go build`.
@@ -63,6 +64,21 @@ func Get() Info {
 // String is the one line `--version` prints after the program's name.
 func (i Info) String() string {
 	return fmt.Sprintf("%s (revision %s, %s)", i.Version, i.Revision, i.GoVersion)
+}
+
+// Parse reads a line String wrote back into the Info it was written from; ok is false
+// for anything String does not write.
+func Parse(s string) (i Info, ok bool) {
+	v, detail, found := strings.Cut(s, " (revision ")
+	if !found {
+		return Info{}, false
+	}
+	detail, closed := strings.CutSuffix(detail, ")")
+	rev, goVersion, comma := strings.Cut(detail, ", ")
+	if !closed || !comma || v == "" || strings.Contains(v, " ") || rev == "" || goVersion == "" {
+		return Info{}, false
+	}
+	return Info{Version: v, Revision: rev, GoVersion: goVersion}, true
 }
 
 // Line is what a binary's --version prints: its name, then Get().String().

@@ -31,11 +31,7 @@ func ParseVersionAnswer(warning string) (i version.Info, ok bool) {
 	if !ok {
 		return i, false
 	}
-	// version (revision REV, GOVERSION)
-	v, detail, _ := strings.Cut(rest, " ")
-	detail = strings.TrimSuffix(strings.TrimPrefix(detail, "(revision "), ")")
-	rev, goVersion, _ := strings.Cut(detail, ", ")
-	return version.Info{Version: v, Revision: rev, GoVersion: goVersion}, v != ""
+	return version.Parse(rest)
 }
 
 // versionProbe is the answer to a version probe, or nil when p is no probe: a probe
