@@ -100,14 +100,14 @@ func printVersions(w io.Writer, found []inspect.ComponentVersions) {
 			case inspect.SourceAdmission:
 				parts = append(parts, version.Info{Version: r.Version, Revision: r.Revision, GoVersion: r.GoVersion}.String()+", the replica the API server calls")
 			case inspect.SourceHeartbeat:
-				parts = append(parts, fmt.Sprintf("%s on %s %s", r.Version, plural(len(r.Nodes), "node"), strings.Join(r.Nodes, ", ")))
+				parts = append(parts, fmt.Sprintf("%s on %s %s", r.Version, inspect.Plural(len(r.Nodes), "node"), strings.Join(r.Nodes, ", ")))
 			}
 		}
 		if len(cv.Images) > 0 {
 			tags := make([]string, len(cv.Images))
 			places := map[string]bool{}
 			for i, im := range cv.Images {
-				tags[i] = fmt.Sprintf("%s (%s)", im.Version, plural(im.Pods, "pod"))
+				tags[i] = fmt.Sprintf("%s (%s)", im.Version, inspect.Plural(im.Pods, "pod"))
 				for _, ns := range im.Namespaces {
 					places[ns] = true
 				}
@@ -154,11 +154,4 @@ func warnSkew(w io.Writer, found []inspect.ComponentVersions) {
 		sort.Strings(vs)
 		fmt.Fprintf(w, "WARNING: version skew: kubectl nicpool and the cluster's nicpool run %s; finish the upgrade (docs/install.md, Version skew) so that every component runs one version\n", strings.Join(vs, ", "))
 	}
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return fmt.Sprintf("1 %s", what)
-	}
-	return fmt.Sprintf("%d %ss", n, what)
 }

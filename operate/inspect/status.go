@@ -382,16 +382,16 @@ func ipamdChecks(ctx context.Context, c client.Client, o StatusOptions) ([]Check
 		var ck Check
 		switch {
 		case l == nil:
-			ck = problem(name, ComponentIpamd, fix, "no ipamd has served node %s (no heartbeat Lease %s/%s); it runs %s", n, o.Namespace, daemon.LeaseName(n), podCount(running[n]))
+			ck = problem(name, ComponentIpamd, fix, "no ipamd has served node %s (no heartbeat Lease %s/%s); it runs %s", n, o.Namespace, daemon.LeaseName(n), Plural(running[n], "pod"))
 		default:
 			holder, fresh, when := leaseState(l, o.Now)
 			switch {
 			case holder == "":
-				ck = problem(name, ComponentIpamd, fix, "ipamd on node %s stopped (released its heartbeat %s); the node runs %s", n, when, podCount(running[n]))
+				ck = problem(name, ComponentIpamd, fix, "ipamd on node %s stopped (released its heartbeat %s); the node runs %s", n, when, Plural(running[n], "pod"))
 			case !fresh:
-				ck = problem(name, ComponentIpamd, fix, "ipamd on node %s does not serve (heartbeat last renewed %s); the node runs %s", n, when, podCount(running[n]))
+				ck = problem(name, ComponentIpamd, fix, "ipamd on node %s does not serve (heartbeat last renewed %s); the node runs %s", n, when, Plural(running[n], "pod"))
 			default:
-				ck = ok(name, ComponentIpamd, "ipamd serves node %s with its caches synced (heartbeat renewed %s); it runs %s", n, when, podCount(running[n]))
+				ck = ok(name, ComponentIpamd, "ipamd serves node %s with its caches synced (heartbeat renewed %s); it runs %s", n, when, Plural(running[n], "pod"))
 			}
 		}
 		ck.Node = n
@@ -485,12 +485,12 @@ func poolChecks(ctx context.Context, c client.Client, o StatusOptions) ([]Check,
 	return out, nil
 }
 
-// podCount is "1 pod" or "N pods".
-func podCount(n int) string {
+// Plural counts n of what in words: "1 pod", "3 pods" (what takes an s).
+func Plural(n int, what string) string {
 	if n == 1 {
-		return "1 pod"
+		return "1 " + what
 	}
-	return fmt.Sprintf("%d pods", n)
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
