@@ -101,8 +101,6 @@ type IPConfig struct {
 	Gateway string `json:"gateway,omitempty"`
 	// Pool is the SpiderIPPool the address came from.
 	Pool string `json:"pool"`
-	// Vlan is the pool's VLAN ID, when set.
-	Vlan *int64 `json:"vlan,omitempty"`
 }
 
 // Route is one route for the interface.
@@ -165,19 +163,11 @@ type StatusRequest struct {
 	Network NetworkConfig `json:"network"`
 }
 
-// PoolStatus is the usage of one pool.
-type PoolStatus struct {
-	Name      string `json:"name"`
-	Total     int64  `json:"total"`
-	Allocated int64  `json:"allocated"`
-}
-
 // StatusResponse says whether ADD can succeed; Ready is false when every pool the
 // network can use is exhausted, with Message saying which.
 type StatusResponse struct {
-	Ready   bool         `json:"ready"`
-	Message string       `json:"message,omitempty"`
-	Pools   []PoolStatus `json:"pools,omitempty"`
+	Ready   bool   `json:"ready"`
+	Message string `json:"message,omitempty"`
 }
 
 // CNI error codes ipamd answers with (CNI spec, "Error" section, and nicpool's own

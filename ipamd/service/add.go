@@ -382,7 +382,7 @@ func (s *Service) response(pod *corev1.Pod, iface string, choice selection.Choic
 	for _, h := range got {
 		subnet, _ := netip.ParsePrefix(h.pool.Spec.Subnet)
 		network, _ := networkOf(h.pool)
-		c := api.IPConfig{Address: ipranges.CIDR(h.addr, subnet), Pool: h.pool.Name, Vlan: h.pool.Spec.Vlan}
+		c := api.IPConfig{Address: ipranges.CIDR(h.addr, subnet), Pool: h.pool.Name}
 		if !choice.CleanGateway {
 			c.Gateway = gatewayString(network)
 		}

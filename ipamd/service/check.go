@@ -42,7 +42,7 @@ func (s *Service) Check(ctx context.Context, req *api.CheckRequest) (*api.CheckR
 	for _, h := range hs {
 		subnet, _ := netip.ParsePrefix(h.pool.Spec.Subnet)
 		network, _ := networkOf(h.pool)
-		c := api.IPConfig{Address: ipranges.CIDR(h.addr, subnet), Pool: h.pool.Name, Vlan: h.pool.Spec.Vlan, Gateway: gatewayString(network)}
+		c := api.IPConfig{Address: ipranges.CIDR(h.addr, subnet), Pool: h.pool.Name, Gateway: gatewayString(network)}
 		resp.IPs = append(resp.IPs, c)
 	}
 	return resp, nil

@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/crds/eligibility"
@@ -57,16 +56,13 @@ func (s *Service) Status(ctx context.Context, req *api.StatusRequest) (*api.Stat
 		if why, _ := eligibility.NewPool(p).Excludes(target); why != "" {
 			continue
 		}
-		r, err := allocator.NewRange(p, reserved)
-		if err != nil {
+		if _, err := allocator.NewRange(p, reserved); err != nil {
 			continue
 		}
 		room, err := s.Ledger.Room(ctx, n)
 		if err != nil {
 			return nil, cniError(api.CodeTryAgainLater, "look for a free address in pool "+n, err)
 		}
-		// The allocated count is the pool's as its count owner last wrote it.
-		resp.Pools = append(resp.Pools, api.PoolStatus{Name: n, Total: r.Total, Allocated: ptr.Deref(p.Status.AllocatedIPCount, 0)})
 		resp.Ready = resp.Ready || room
 	}
 	if !resp.Ready {
