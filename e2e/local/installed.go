@@ -91,6 +91,8 @@ func (s *Stack) startInstalledIpamd(ctx context.Context, node, dir, runDir strin
 	args, env, err := localCommand(c, map[string]string{"metadata.namespace": s.namespace, "metadata.name": ipamdDaemonSet + "-" + node, "spec.nodeName": node}, []string{
 		"--socket=" + socket,
 		"--kubeconfig=" + kc,
+		// Where the stand-ins' Multus attaches eth0 (networks.go).
+		"--multus-cluster-network=" + ClusterNetworkNAD,
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
 	})

@@ -265,6 +265,7 @@ func (s *Stack) startIpamd(ctx context.Context, nodeName, dir, runDir string) (*
 		// which spiderpool's coordinator plugin asks, as the manifests have it.
 		"--spiderpool-socket=" + filepath.Join(dir, "spidernet", "run", filepath.Base(coordinator.DefaultSocketPath)),
 		"--kubeconfig=" + kc,
+		"--multus-cluster-network=" + ClusterNetworkNAD,
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
 	}, filepath.Join(dir, "ipamd.log"))

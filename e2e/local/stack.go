@@ -165,6 +165,9 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err := s.startWebhook(ctx); err != nil {
 		return s, err
 	}
+	if err := s.createClusterNetwork(ctx); err != nil {
+		return s, err
+	}
 	for i := range opts.Nodes {
 		if err := s.addNode(ctx, i); err != nil {
 			return s, err
@@ -234,7 +237,7 @@ func (s *Stack) addNode(ctx context.Context, i int) error {
 		Dir:            dir,
 		RunDir:         runDir,
 		LogDir:         filepath.Join(dir, "log"),
-		ClusterNetwork: s.clusterNetwork(),
+		ClusterNetwork: clusterNetworkName,
 		Log:            log,
 	})
 	if err != nil {

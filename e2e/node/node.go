@@ -50,8 +50,10 @@ type Config struct {
 	RunDir string
 	// LogDir is what the node's plugins see as /var/log/nicpool (their logs).
 	LogDir string
-	// ClusterNetwork is the CNI configuration of the pods' eth0, delegated to by Multus.
-	ClusterNetwork map[string]any
+	// ClusterNetwork is the NetworkAttachmentDefinition in kube-system (Multus's
+	// namespace) that Multus attaches every pod's eth0 through when the pod names no
+	// v1.multus-cni.io/default-network: its clusterNetwork.
+	ClusterNetwork string
 	// Workers is how many pods are set up or torn down at once (default 3);
 	// SetWorkers changes it while the node runs.
 	Workers int
@@ -166,7 +168,9 @@ func (n *Node) writeMultusConfig() error {
 		"binDir":     n.cfg.BinDir,
 		"logFile":    filepath.Join(n.cfg.Dir, "multus.log"),
 		"logLevel":   "verbose",
-		"delegates":  []any{n.cfg.ClusterNetwork},
+		// Read from the API server at each ADD, as the pod's annotations are.
+		"clusterNetwork":  n.cfg.ClusterNetwork,
+		"multusNamespace": "kube-system",
 	}
 	list := map[string]any{"cniVersion": "1.0.0", "name": "multus-cni-network", "plugins": []any{conf}}
 	data, err := json.MarshalIndent(list, "", "  ")
