@@ -15,6 +15,10 @@ NODE_DEPS := $(if $(filter kubelet,$(NODE)),node-deps tools-node images)
 # The local cluster's nodes are this machine: their images are built for its platform
 # alone (no cross compiler needed); `make images` builds every IMAGE_PLATFORMS entry.
 run up e2e spiderpool-pass: IMAGE_PLATFORMS = $(HOST_PLATFORM)
+# The local cluster's images are tagged with the version their binaries carry (VERSION),
+# and the cluster installs them under that tag (e2e/local): `kubectl nicpool version`
+# finds one version there, the binaries' and their images'.
+run up e2e spiderpool-pass test-coordinator: IMAGE_TAG = $(VERSION)
 
 # Binaries of nicpool itself: the Go CNI plugin, ipamd, the webhook (the images carry
 # these three) and the kubectl plugin. The local cluster's command, nicpool-local, is
@@ -220,8 +224,8 @@ clean: ## remove built binaries and local state
 # `make docker-images` builds the same layout from build/<image>.Dockerfile with Docker.
 DOCKER          ?= docker
 # The images are named as the manifests and the chart name them by default
-# (ghcr.io/nicpool/<image>:<the chart's appVersion>), so the local clusters, which
-# import them, run what they build without a registry.
+# (ghcr.io/nicpool/<image>:<the chart's appVersion>), so that a cluster that imports
+# them runs them without a registry (the local clusters tag theirs with VERSION, above).
 IMAGE_REPO      ?= ghcr.io/nicpool
 IMAGE_TAG       ?= $(shell sed -n 's/^appVersion: //p' charts/nicpool/Chart.yaml)
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64

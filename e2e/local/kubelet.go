@@ -21,10 +21,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nicpool/nicpool/e2e/cluster"
 	"github.com/nicpool/nicpool/e2e/kubelet"
 	"github.com/nicpool/nicpool/e2e/testenv"
+	"github.com/nicpool/nicpool/hack/images"
 )
 
 // NodeKind says what plays the cluster's nodes.
@@ -193,7 +195,7 @@ func (s *Stack) startFabricProxy(apiServer string) error {
 }
 
 // addRealNode starts the i-th real node.
-func (s *Stack) addRealNode(ctx context.Context, i int, images []string) error {
+func (s *Stack) addRealNode(ctx context.Context, i int, archives []string) error {
 	name := fmt.Sprintf("node-%d", i+1)
 	net, err := s.Fabric.AddNode(name)
 	if err != nil {
@@ -231,7 +233,7 @@ func (s *Stack) addRealNode(ctx context.Context, i int, images []string) error {
 		CgroupRoot:  "/" + net.Namespace,
 		CNIPlugins:  []string{"multus", "macvlan", "loopback"},
 		CNIConfig:   cniConfig,
-		Images:      images,
+		Images:      archives,
 		Registries:  s.registries(),
 	})
 	if err != nil {
@@ -323,18 +325,23 @@ func imageArchives() ([]string, error) {
 }
 
 // installNicpool installs nicpool as a user does: kubectl apply -k of the
-// self-managed overlay, or Options.Install; waits until ipamd runs on every node and
-// the webhook answers (on the host network: its pods need no address from the pools
-// it guards), then creates the sample pools through it.
-func (s *Stack) installNicpool(ctx context.Context) error {
+// self-managed overlay (through an overlay of its own that names nicpool's images as
+// the nodes imported them from archives), or Options.Install; waits until ipamd runs
+// on every node and the webhook answers (on the host network: its pods need no
+// address from the pools it guards), then creates the sample pools through it.
+func (s *Stack) installNicpool(ctx context.Context, archives []string) error {
 	if s.install != nil {
 		s.progress("nicpool: installing in namespace %s (Options.Install)", s.namespace)
 		if err := s.install(ctx, s); err != nil {
 			return fmt.Errorf("install nicpool: %w", err)
 		}
 	} else {
-		s.progress("nicpool: kubectl apply -k manifests/overlays/self-managed")
-		if err := s.Kubectl(ctx, io.Discard, "apply", "-k", filepath.Join(testenv.RepoRoot(), "manifests", "overlays", "self-managed")); err != nil {
+		s.progress("nicpool: kubectl apply -k manifests/overlays/self-managed, with the images' tags")
+		dir, err := s.writeInstallOverlay(archives)
+		if err != nil {
+			return err
+		}
+		if err := s.Kubectl(ctx, io.Discard, "apply", "-k", dir); err != nil {
 			return err
 		}
 	}
@@ -352,6 +359,51 @@ func (s *Stack) installNicpool(ctx context.Context) error {
 		return fmt.Errorf("sample pools through the webhook's Service: %w (%w)", last, err)
 	}
 	return nil
+}
+
+// writeInstallOverlay writes, under the stack's directory, a kustomization of the
+// self-managed overlay whose images are the archives' as they name themselves. The
+// manifests name the release they belong to (v0.1.0), while `make up` and `make e2e`
+// tag the images they build with the version their binaries carry (git describe's,
+// v0.1.0-3-gabcdef0 between releases), so that `kubectl nicpool version` finds one
+// version in the cluster, not a skew between the binaries and their images' tags.
+func (s *Stack) writeInstallOverlay(archives []string) (string, error) {
+	dir := filepath.Join(s.Dir, "install")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	base, err := filepath.Rel(dir, filepath.Join(testenv.RepoRoot(), "manifests", "overlays", "self-managed"))
+	if err != nil {
+		return "", err
+	}
+	type image struct {
+		Name   string `json:"name"`
+		NewTag string `json:"newTag"`
+	}
+	var imgs []image
+	for _, a := range archives {
+		ref, err := images.Name(a)
+		if err != nil {
+			return "", err
+		}
+		// registry/repository:tag: the tag follows the last colon after the last slash.
+		slash := strings.LastIndex(ref, "/")
+		colon := strings.LastIndex(ref, ":")
+		if colon <= slash {
+			return "", fmt.Errorf("%s names the image %s, without a tag", a, ref)
+		}
+		imgs = append(imgs, image{Name: ref[:colon], NewTag: ref[colon+1:]})
+	}
+	data, err := yaml.Marshal(map[string]any{
+		"apiVersion": "kustomize.config.k8s.io/v1beta1",
+		"kind":       "Kustomization",
+		"resources":  []string{filepath.ToSlash(base)},
+		"images":     imgs,
+	})
+	if err != nil {
+		return "", err
+	}
+	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), data, 0o644)
 }
 
 // Kubectl runs bin/kubectl as the admin, its output to out.

@@ -203,7 +203,7 @@ func (s *Stack) upKubelet(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
-	if err := s.installNicpool(ctx); err != nil {
+	if err := s.installNicpool(ctx, images); err != nil {
 		return err
 	}
 	s.progress("nicpool: ipamd ready on %d nodes, webhook available", len(s.Kubelets))

@@ -345,6 +345,10 @@ func ContainerdName(ref string) (string, error) {
 	return registry + "/" + repo + ":" + tag.TagStr(), nil
 }
 
+// containerdName is the annotation of an image layout's index.json that names the
+// image containerd imports (`ctr images import`).
+const containerdName = "io.containerd.image.name"
+
 // WriteTarball writes idx as an OCI image layout in a tar file, its index.json naming
 // it ref in the annotations containerd (io.containerd.image.name) and the OCI spec
 // (org.opencontainers.image.ref.name, the tag) read on import.
@@ -357,7 +361,7 @@ func WriteTarball(file, ref string, idx v1.ImageIndex, mtime time.Time) error {
 	top := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), mutate.IndexAddendum{
 		Add: idx,
 		Descriptor: v1.Descriptor{Annotations: map[string]string{
-			"io.containerd.image.name":          full,
+			containerdName:                      full,
 			"org.opencontainers.image.ref.name": tag.TagStr(),
 		}},
 	})

@@ -114,5 +114,16 @@ func TestTarballsNameTheirImagesForContainerd(t *testing.T) {
 		if ref != want {
 			t.Errorf("%s: named %q, want %q", name, ref, want)
 		}
+		// Read from index.json alone, as the local cluster reads what its nodes import.
+		if got, err := images.Name(tarballs[name]); err != nil || got != want {
+			t.Errorf("Name(%s) = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	notLayout := filepath.Join(t.TempDir(), "x.tar")
+	if err := os.WriteFile(notLayout, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := images.Name(notLayout); err == nil {
+		t.Errorf("Name of an empty tarball = %q; want an error", got)
 	}
 }

@@ -2,10 +2,12 @@ package images
 
 import (
 	"archive/tar"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -40,7 +42,38 @@ func Load(file, dir string) (string, v1.ImageIndex, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return desc.Annotations["io.containerd.image.name"], idx, nil
+	return desc.Annotations[containerdName], idx, nil
+}
+
+// Name is the name containerd gives the image of a tarball that Build wrote when it
+// imports it (registry/repository:tag), read from the tarball's index.json alone.
+func Name(file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return "", fmt.Errorf("%s: no index.json: not an OCI image layout", file)
+		}
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", file, err)
+		}
+		if path.Clean(h.Name) != "index.json" {
+			continue
+		}
+		var m v1.IndexManifest
+		if err := json.NewDecoder(io.LimitReader(tr, 1<<20)).Decode(&m); err != nil {
+			return "", fmt.Errorf("%s: index.json: %w", file, err)
+		}
+		if len(m.Manifests) != 1 || m.Manifests[0].Annotations[containerdName] == "" {
+			return "", fmt.Errorf("%s: index.json names no one image (%d entries)", file, len(m.Manifests))
+		}
+		return m.Manifests[0].Annotations[containerdName], nil
+	}
 }
 
 // ImageFor is the image of idx for platform p.

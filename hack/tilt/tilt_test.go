@@ -122,10 +122,11 @@ func TestLocalModeRunsTheMakefile(t *testing.T) {
 		if len(serving.ReadinessExec) == 0 {
 			t.Error("the local cluster has no readiness probe")
 		}
-		// Every top-level folder holding a package that a binary is built from is a
-		// dep, or a change to it would not restart the cluster.
+		// Every folder holding a package that a binary is built from is a dep or
+		// under one (Tilt watches a folder's whole tree), or a change to it would not
+		// restart the cluster.
 		for _, dir := range sourceFolders(t) {
-			if !slices.Contains(serving.Deps, dir) {
+			if !slices.ContainsFunc(serving.Deps, func(d string) bool { return dir == d || strings.HasPrefix(dir, d+"/") }) {
 				t.Errorf("%s: a change in %s/ does not rebuild and restart the local cluster", serving.Name, dir)
 			}
 		}
@@ -137,8 +138,8 @@ func TestLocalModeRunsTheMakefile(t *testing.T) {
 	}
 }
 
-// sourceFolders are the repository's top-level folders that contain a package
-// one of the binaries (cmd/...) imports.
+// sourceFolders are the repository's folders that hold a package a binary of cmd/ is
+// built from, relative to its root.
 func sourceFolders(t *testing.T) []string {
 	t.Helper()
 	cmd := exec.Command("go", "list", "-e", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", "./cmd/...")
@@ -153,12 +154,9 @@ func sourceFolders(t *testing.T) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		top := strings.Split(filepath.ToSlash(rel), "/")[0]
-		if !slices.Contains(dirs, top) {
-			dirs = append(dirs, top)
-		}
+		dirs = append(dirs, filepath.ToSlash(rel))
 	}
-	if !slices.Contains(dirs, "cmd") {
+	if !slices.ContainsFunc(dirs, func(d string) bool { return strings.HasPrefix(d, "cmd/") }) {
 		t.Fatalf("go list found no binaries: %v", dirs)
 	}
 	return dirs
