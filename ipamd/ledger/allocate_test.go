@@ -197,9 +197,13 @@ func TestTerminatingOrDisabledPoolRefusesNewAllocations(t *testing.T) {
 	if err := env.Client.Update(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	// Each try is a new pod: one the ledger served before its cache saw the pool
+	// disabled holds its address, which is returned to it again, not refused.
 	var a ledger.Allocation
+	next := 2
 	fixtures.Eventually(t, "the ledger to refuse the disabled pool", func() bool {
-		a, err = l.Allocate(ctx, "off", owner(2))
+		a, err = l.Allocate(ctx, "off", owner(next))
+		next++
 		return errors.Is(err, ledger.ErrPoolDisabled)
 	})
 	if a.Addr.IsValid() {
