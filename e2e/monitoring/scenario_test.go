@@ -24,6 +24,7 @@ import (
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/e2e/binaries"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/ipamd/api"
 	"github.com/nicpool/nicpool/webhook/admission/configs"
 )
@@ -106,12 +107,8 @@ func play(t *testing.T, s *stack) recording {
 	if _, err := s.add(ctx, retired); err != nil {
 		t.Fatalf("ADD for %s: %v", retired.Name, err)
 	}
-	pool := &v2beta1.SpiderIPPool{}
-	if err := s.env.Client.Get(ctx, client.ObjectKey{Name: retiredPool}, pool); err != nil {
-		t.Fatal(err)
-	}
-	pool.Spec.Disable = ptr.To(true)
-	if err := s.env.Client.Update(ctx, pool); err != nil {
+	pool := &v2beta1.SpiderIPPool{ObjectMeta: metav1.ObjectMeta{Name: retiredPool}}
+	if err := fixtures.Change(ctx, s.env.Client, pool, func() { pool.Spec.Disable = ptr.To(true) }); err != nil {
 		t.Fatalf("disable pool %s: %v", retiredPool, err)
 	}
 	empty := &v2beta1.SpiderIPPool{

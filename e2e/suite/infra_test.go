@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/local"
 )
 
@@ -76,9 +77,7 @@ var _ = Describe("the local cluster", func() {
 		}
 
 		By("scaling to zero removing the pods and their network namespaces")
-		Expect(stack.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "spread"}, deploy)).To(Succeed())
-		deploy.Spec.Replicas = new(int32(0))
-		Expect(stack.Client.Update(ctx, deploy)).To(Succeed())
+		Expect(fixtures.Change(ctx, stack.Client, deploy, func() { deploy.Spec.Replicas = new(int32(0)) })).To(Succeed())
 		Eventually(func(g Gomega) {
 			all := &corev1.PodList{}
 			g.Expect(stack.Client.List(ctx, all, client.InNamespace(ns))).To(Succeed())

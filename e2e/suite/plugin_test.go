@@ -27,6 +27,7 @@ import (
 	"github.com/nicpool/nicpool/cniplugin"
 	"github.com/nicpool/nicpool/crds/annotations"
 	"github.com/nicpool/nicpool/e2e/binaries"
+	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/local"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/ipamd/api"
@@ -220,12 +221,8 @@ var _ = describeFor(local.NodeStandIn, "pods deleted while their node's ipamd is
 		DeferCleanup(func(ctx SpecContext) { _ = stack.StartIpamd(ctx, node) })
 
 		By("deleting the Deployment's pods and scaling the StatefulSet from 2 to 1")
-		Expect(stack.Client.Get(ctx, client.ObjectKeyFromObject(deploy), deploy)).To(Succeed())
-		deploy.Spec.Replicas = new(int32(0))
-		Expect(stack.Client.Update(ctx, deploy)).To(Succeed())
-		Expect(stack.Client.Get(ctx, client.ObjectKeyFromObject(sts), sts)).To(Succeed())
-		sts.Spec.Replicas = new(int32(1))
-		Expect(stack.Client.Update(ctx, sts)).To(Succeed())
+		Expect(fixtures.Change(ctx, stack.Client, deploy, func() { deploy.Spec.Replicas = new(int32(0)) })).To(Succeed())
+		Expect(fixtures.Change(ctx, stack.Client, sts, func() { sts.Spec.Replicas = new(int32(1)) })).To(Succeed())
 		for _, p := range gone {
 			Eventually(func() error { return stack.Client.Get(ctx, client.ObjectKeyFromObject(&p), &corev1.Pod{}) }).
 				WithContext(ctx).Should(MatchError(ContainSubstring("not found")), "pod %s still terminating", p.Name)
