@@ -88,7 +88,7 @@ func TestWhoNamesTheHolderOfAnAddress(t *testing.T) {
 		var hs []inspect.Holding
 		kubectlJSON(t, &hs, "who", addr)
 		return hs[0].Holder.State
-	}).Should(Equal(inspect.StateGone))
+	}).WithTimeout(fixtures.Timeout).WithPolling(fixtures.Interval).Should(Equal(inspect.StateGone))
 }
 
 // holdingOf matches the holding of a test pod's eth0 address.
@@ -186,7 +186,7 @@ func TestPoolsFullestFirst(t *testing.T) {
 		reps = nil
 		kubectlJSON(t, &reps, "pools")
 		return terminating(reps, "pools-going")
-	}).Should(BeTrue())
+	}).WithTimeout(fixtures.Timeout).WithPolling(fixtures.Interval).Should(BeTrue())
 	byName := map[string]inspect.PoolReport{}
 	var order []string
 	for _, p := range reps {

@@ -69,7 +69,7 @@ func TestReleaseRefusesALiveHolder(t *testing.T) {
 		hs = nil
 		kubectlJSON(t, &hs, "who", goneAddr)
 		return hs[0].Holder.State
-	}).Should(Equal(inspect.StateGone))
+	}).WithTimeout(fixtures.Timeout).WithPolling(fixtures.Interval).Should(Equal(inspect.StateGone))
 	out, errOut, code = kubectl(t, "release", goneAddr, "--force")
 	t.Logf("kubectl nicpool release %s --force\n%s%s", goneAddr, out, errOut)
 	g.Expect(code).To(Equal(0), "stderr %s", errOut)
@@ -271,7 +271,7 @@ func TestReleaseOnePoolOfAnAddressInTwoPools(t *testing.T) {
 	g.Eventually(func() string {
 		out, _, _ := kubectl(t, "check")
 		return out
-	}).ShouldNot(ContainSubstring(addr), "repaired")
+	}).WithTimeout(fixtures.Timeout).WithPolling(fixtures.Interval).ShouldNot(ContainSubstring(addr), "repaired")
 }
 
 // A pod interface holding two addresses of a family (a record added by hand): check's
