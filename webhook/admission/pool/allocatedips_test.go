@@ -142,6 +142,12 @@ func TestCounterLeavesBadPoolsWithAnEvent(t *testing.T) {
 	ctx := context.Background()
 	fixtures.CreatePool(t, env.Client, fixtures.Pool("bad-spiderpool", "10.59.0.0/24", []string{"10.59.0.1-10.59.0.9"}))
 	fixtures.CreatePool(t, env.Client, fixtures.Pool("bad-status", "10.59.1.0/24", []string{"10.59.1.1-10.59.1.9"}))
+	// The counter's first write of a new pool (its counts and records) comes after the
+	// pool is created, and would replace a status written in between: the statuses
+	// below are written once it is done, as they are found on pools counted before.
+	for _, name := range []string{"bad-spiderpool", "bad-status"} {
+		fixtures.Eventually(t, "pool "+name+" counted", func() bool { return totalIPCount(name) == 9 })
+	}
 	str := `{"10.59.0.5":{"pod":"team/old","podUid":"uid-old"}}`
 	// As spiderpool left it: its string, nothing of nicpool's.
 	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"allocatedIPs": str, "allocatedIPsFrom": nil}})
