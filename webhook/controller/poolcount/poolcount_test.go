@@ -29,6 +29,8 @@ import (
 
 var (
 	env *testenv.Env
+	// counted is the counter's cache: the blocks it counts from.
+	counted client.Reader
 	// clock is the counter's: it moves only when a test steps it, so a write that
 	// shows while it stands still was not held for the end of a window.
 	clock = testingclock.NewFakePassiveClock(time.Now())
@@ -56,6 +58,7 @@ func TestMain(m *testing.M) {
 		if err := c.SetupWithManager(mgr); err != nil {
 			return err
 		}
+		counted = mgr.GetCache()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- mgr.Start(ctx) }()
@@ -114,6 +117,25 @@ func countedPool(t *testing.T, name, subnet, ips string) *v2beta1.SpiderIPPool {
 		return p.Status.AllocatedIPsFrom == v2beta1.AllocatedIPsFromBlocks && p.Status.AllocatedIPs != nil && len(records(t, p)) == 0
 	})
 	return p
+}
+
+// seen waits until the counter's cache holds every record of want in the pool's
+// blocks: a window that ends before it has seen the last allocations would be written
+// with what it saw, and the rest would wait for a window the test never lets pass.
+func seen(t *testing.T, name string, want map[string]v2beta1.AllocatedIP) {
+	t.Helper()
+	fixtures.Eventually(t, fmt.Sprintf("the counter's cache holding the %d records of pool %s", len(want), name), func(ctx context.Context) (bool, error) {
+		recs, err := ledger.PoolRecords(ctx, counted, name)
+		if err != nil {
+			return false, err
+		}
+		for a := range want {
+			if _, ok := recs[a]; !ok {
+				return false, nil
+			}
+		}
+		return len(recs) == len(want), nil
+	})
 }
 
 // quiet lets CountEvery pass on the counter's clock: every pool is quiet, not written
@@ -201,6 +223,7 @@ func TestABurstOfAllocationsIsWrittenTogether(t *testing.T) {
 		}
 		want[a.Addr.String()] = v2beta1.AllocatedIP{Pod: o.Pod, PodUID: o.PodUID}
 	}
+	seen(t, name, want)
 
 	every := func(got map[string]v2beta1.AllocatedIP) bool { return same(got, want) }
 	// The first allocation is written at once, with those the counter had seen then
@@ -308,6 +331,7 @@ func TestALargePoolIsWrittenLessOften(t *testing.T) {
 	for i := range 450 {
 		allocate(i)
 	}
+	seen(t, name, want)
 	for range 20 {
 		quiet()
 	}
@@ -324,6 +348,7 @@ func TestALargePoolIsWrittenLessOften(t *testing.T) {
 	for i := 450; i < 490; i++ {
 		allocate(i)
 	}
+	seen(t, name, want)
 	first, shown := writes("the first allocation of the burst", func(got map[string]v2beta1.AllocatedIP) bool { return len(got) > 450 })
 	var rest []string
 	for !same(shown, want) {
