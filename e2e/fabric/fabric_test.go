@@ -50,23 +50,9 @@ func TestNodesOnOneNetworkReachEachOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	go func() {
-		c, err := l.Accept()
-		if err == nil {
-			fmt.Fprintln(c, "hello from a")
-			c.Close()
-		}
-	}()
-	var got string
-	if err := inNamespace(b, func() error {
-		c, err := net.Dial("tcp", l.Addr().String())
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		got, err = bufio.NewReader(c).ReadString('\n')
-		return err
-	}); err != nil {
+	greetOnce(l, func(net.Conn) string { return "hello from a" })
+	got, err := lineFrom(b, l.Addr().String())
+	if err != nil {
 		t.Fatalf("node b cannot reach node a over eth1: %v", err)
 	}
 	if got != "hello from a\n" {
@@ -101,23 +87,9 @@ func TestNodesReachWhatListensOnTheGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	go func() {
-		c, err := l.Accept()
-		if err == nil {
-			fmt.Fprintln(c, "hello", c.RemoteAddr().(*net.TCPAddr).IP)
-			c.Close()
-		}
-	}()
-	var got string
-	if err := inNamespace(a, func() error {
-		c, err := net.Dial("tcp", l.Addr().String())
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		got, err = bufio.NewReader(c).ReadString('\n')
-		return err
-	}); err != nil {
+	greetOnce(l, func(c net.Conn) string { return fmt.Sprint("hello ", c.RemoteAddr().(*net.TCPAddr).IP) })
+	got, err := lineFrom(a, l.Addr().String())
+	if err != nil {
 		t.Fatalf("node a cannot reach %s on the fabric: %v", l.Addr(), err)
 	}
 	if got != "hello 192.168.78.9\n" {
@@ -156,4 +128,29 @@ func inNamespace(n *Node, fn func() error) error {
 	}
 	defer netns.Close()
 	return netns.Do(func(ns.NetNS) error { return fn() })
+}
+
+// greetOnce answers the first connection to l with the line greeting gives it.
+func greetOnce(l net.Listener, greeting func(net.Conn) string) {
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			fmt.Fprintln(c, greeting(c))
+			c.Close()
+		}
+	}()
+}
+
+// lineFrom connects from inside node n to addr and reads one line.
+func lineFrom(n *Node, addr string) (line string, err error) {
+	err = inNamespace(n, func() error {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		line, err = bufio.NewReader(c).ReadString('\n')
+		return err
+	})
+	return line, err
 }
