@@ -16,7 +16,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -144,18 +143,7 @@ func pushRelease(t *testing.T, out, repo string, rc *helmregistry.Client) map[st
 	t.Helper()
 	pinned := map[string]string{}
 	for _, im := range images.Product {
-		p, err := layout.FromPath(filepath.Join(out, "images", im.Name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		top, err := p.ImageIndex()
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := top.IndexManifest()
-		if err != nil {
-			t.Fatal(err)
-		}
+		top, m := layoutIndex(t, out, im.Name)
 		idx, err := top.ImageIndex(m.Manifests[0].Digest)
 		if err != nil {
 			t.Fatal(err)

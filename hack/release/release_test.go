@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -41,18 +42,7 @@ func TestMakeReleaseOnACleanClone(t *testing.T) {
 	// its index's digest in <image>.digest.
 	digests := map[string]string{}
 	for _, im := range images.Product {
-		p, err := layout.FromPath(filepath.Join(out, "images", im.Name))
-		if err != nil {
-			t.Fatalf("image %s: %v", im.Name, err)
-		}
-		top, err := p.ImageIndex()
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := top.IndexManifest()
-		if err != nil {
-			t.Fatal(err)
-		}
+		top, m := layoutIndex(t, out, im.Name)
 		if len(m.Manifests) != 1 || m.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != version {
 			t.Fatalf("image %s: layout index %+v, want one index tagged %s", im.Name, m.Manifests, version)
 		}
@@ -267,4 +257,23 @@ func keys(m map[string][]byte) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// layoutIndex reads the OCI layout the release in out holds for the image name: its
+// top index and that index's manifest.
+func layoutIndex(t *testing.T, out, name string) (v1.ImageIndex, *v1.IndexManifest) {
+	t.Helper()
+	p, err := layout.FromPath(filepath.Join(out, "images", name))
+	if err != nil {
+		t.Fatalf("image %s: %v", name, err)
+	}
+	top, err := p.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := top.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top, m
 }
