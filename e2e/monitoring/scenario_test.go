@@ -65,6 +65,8 @@ func play(t *testing.T, s *stack) recording {
 	s.waitGauges(t, "both pools counted", map[string]float64{
 		`nicpool_pool_total_ips{pool="healthy"}`: 200, `nicpool_pool_total_ips{pool="tiny"}`: 3,
 	})
+	s.ipamdHas(t, healthyPool)
+	s.ipamdHas(t, tinyPool)
 	var healthy []*corev1.Pod
 	for i := range 4 {
 		p := s.createPod(t, fmt.Sprintf("web-%d", i), healthyPool, false)
@@ -103,6 +105,7 @@ func play(t *testing.T, s *stack) recording {
 	// Full pools that are no alarm: one disabled on purpose once its one address is
 	// taken, one whose only address is its gateway (no address to hand out).
 	s.createPool(t, retiredPool, "10.62.0.0/24", "10.62.0.10")
+	s.ipamdHas(t, retiredPool)
 	retired := s.createPod(t, "retired-0", retiredPool, false)
 	if _, err := s.add(ctx, retired); err != nil {
 		t.Fatalf("ADD for %s: %v", retired.Name, err)
@@ -241,6 +244,28 @@ func (s *stack) createPool(t *testing.T, name, subnet, ips string) {
 	}
 	if err := s.env.Client.Create(context.Background(), p); err != nil {
 		t.Fatalf("create pool %s: %v", name, err)
+	}
+}
+
+// ipamdHas waits until the node's ipamd has pool in its cache, with room: CNI STATUS
+// of a network whose one pool it is answers ready. ipamd reads pools from its cache
+// alone, so an ADD served before its cache has a pool just created fails (no such
+// pool), which a kubelet retries but would count here as an allocation failure.
+func (s *stack) ipamdHas(t *testing.T, pool string) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
+		st, err := s.socket.Status(ctx, &api.StatusRequest{Network: api.NetworkConfig{Name: "cluster", DefaultIPv4Pools: []string{pool}}})
+		switch {
+		case err != nil:
+			last = err.Error()
+		case !st.Ready:
+			last = st.Message
+		}
+		return err == nil && st.Ready, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for ipamd to have pool %s: %v; last STATUS: %s", pool, err, last)
 	}
 }
 
