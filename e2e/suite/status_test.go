@@ -72,7 +72,7 @@ var _ = describeFor(local.NodeStandIn, "kubectl nicpool status", Serial, func() 
 				Expect(code).To(Equal(0))
 			}
 			return noneButPools(problems)
-		}).WithContext(ctx).WithTimeout(time.Minute).Should(BeEmpty())
+		}).WithContext(ctx).Should(BeEmpty())
 
 		By("stopping nicpool-webhook: status names it and the fix")
 		Expect(stack.StopWebhook(10 * time.Second)).To(Succeed())
@@ -92,7 +92,7 @@ var _ = describeFor(local.NodeStandIn, "kubectl nicpool status", Serial, func() 
 		Eventually(func() map[string]inspect.Check {
 			_, problems, _ := status(ctx)
 			return problems
-		}).WithContext(ctx).WithTimeout(time.Minute).ShouldNot(HaveKey("webhook-reachable"))
+		}).WithContext(ctx).ShouldNot(HaveKey("webhook-reachable"))
 
 		By("stopping ipamd on " + node + ": status names the node")
 		Expect(stack.StopIpamd(node, 10*time.Second)).To(Succeed())
@@ -127,7 +127,7 @@ var _ = describeFor(local.NodeStandIn, "kubectl nicpool status", Serial, func() 
 		Eventually(func() []string {
 			_, problems, _ := status(ctx)
 			return noneButPools(problems)
-		}).WithContext(ctx).WithTimeout(time.Minute).Should(BeEmpty())
+		}).WithContext(ctx).Should(BeEmpty())
 		checkInvariants(ctx)
 	})
 })
