@@ -25,7 +25,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,6 +32,7 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/docs"
 	"github.com/nicpool/nicpool/e2e/fixtures"
+	"github.com/nicpool/nicpool/e2e/helmtest"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/manifests"
 	"github.com/nicpool/nicpool/manifests/externalcrds"
@@ -644,7 +644,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	if len(cmds) < 2 || len(uninstalls) != 1 {
 		t.Fatalf("docs have helm commands %v then %v, want an install, an upgrade, then an uninstall", cmds, uninstalls)
 	}
-	cfg := configuration(t, env.Kubeconfig, releaseNamespace)
+	cfg := helmtest.Configure(t, &action.Configuration{}, env.Kubeconfig, releaseNamespace)
 	ch := loadChart(t)
 	for _, c := range cmds {
 		if f := strings.Fields(c.Line); len(f) > 1 && f[1] == "rollback" {
@@ -767,7 +767,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 func TestInstallInAnotherNamespace(t *testing.T) {
 	ctx := context.Background()
 	const ns = "some-other-namespace"
-	cfg := configuration(t, env.Kubeconfig, ns)
+	cfg := helmtest.Configure(t, &action.Configuration{}, env.Kubeconfig, ns)
 	inst := action.NewInstall(cfg)
 	inst.ReleaseName, inst.Namespace, inst.CreateNamespace = "nicpool", ns, true
 	// The API server has nicpool's CRDs already (as after a kustomize install).
@@ -856,26 +856,6 @@ func parseHelm(t *testing.T, line string) helmCommand {
 		}
 	}
 	return h
-}
-
-// configuration is Helm's action configuration for the API server of kubeconfig,
-// releases stored as Secrets (Helm's default) in the namespace ns.
-func configuration(t *testing.T, kubeconfig, ns string) *action.Configuration {
-	t.Helper()
-	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig = &kubeconfig
-	flags.Namespace = &ns
-	cfg := &action.Configuration{}
-	var logs bytes.Buffer
-	if err := cfg.Init(flags, ns, "secret", func(format string, v ...any) { fmt.Fprintf(&logs, format+"\n", v...) }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-	})
-	return cfg
 }
 
 // env is the package's one control plane: nicpool's CRDs with cert-manager's and the

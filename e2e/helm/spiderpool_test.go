@@ -18,6 +18,7 @@ import (
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
 	"github.com/nicpool/nicpool/docs"
 	"github.com/nicpool/nicpool/e2e/fixtures"
+	"github.com/nicpool/nicpool/e2e/helmtest"
 )
 
 // spiderpoolCleanupHook stands for the Job of spiderpool's chart that runs
@@ -109,7 +110,7 @@ func TestRunbookUninstallsSpiderpoolKeepingPools(t *testing.T) {
 	// install installs the stand-in as spiderpool's chart is installed: defaults.
 	install := func(release, namespace string) *action.Configuration {
 		t.Helper()
-		cfg := configuration(t, env.Kubeconfig, namespace)
+		cfg := helmtest.Configure(t, &action.Configuration{}, env.Kubeconfig, namespace)
 		inst := action.NewInstall(cfg)
 		inst.ReleaseName, inst.Namespace = release, namespace
 		if _, err := inst.RunWithContext(ctx, ch, nil); err != nil {

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,8 +21,8 @@ import (
 
 	"github.com/nicpool/nicpool/e2e/binaries"
 	"github.com/nicpool/nicpool/e2e/fixtures"
+	"github.com/nicpool/nicpool/e2e/helmtest"
 	"github.com/nicpool/nicpool/e2e/local"
-	"github.com/nicpool/nicpool/ipamd/invariants"
 	"github.com/nicpool/nicpool/manifests"
 )
 
@@ -46,47 +44,20 @@ func standInValues() map[string]any {
 // over, as after a kustomize install.
 func upWithChart(t *testing.T, ns string, ch *chart.Chart, source binaries.Checkout) *local.Stack {
 	t.Helper()
-	ctx := context.Background()
-	// The stack's state and logs, kept when the test fails.
-	dir, err := os.MkdirTemp("", "nicpool-helm-stack-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := local.Up(ctx, local.Options{
-		Dir:       dir,
+	st, err := helmtest.Up(context.Background(), t, "nicpool-helm-stack-", local.Options{
 		Namespace: ns,
 		Source:    source,
-		Out:       testWriter{t},
 		Install: func(ctx context.Context, s *local.Stack) error {
-			inst := action.NewInstall(configuration(t, s.AdminKubeconfig, ns))
+			inst := action.NewInstall(helmtest.Configure(t, &action.Configuration{}, s.AdminKubeconfig, ns))
 			inst.ReleaseName, inst.Namespace, inst.CreateNamespace, inst.TakeOwnership = "nicpool", ns, true, true
 			_, err := inst.RunWithContext(ctx, ch, standInValues())
 			return err
 		},
 	})
-	if st != nil {
-		t.Cleanup(func() {
-			if err := st.Down(); err != nil {
-				t.Errorf("local stack down: %v", err)
-			}
-			if t.Failed() {
-				t.Logf("the stack's logs: %s", dir)
-			} else {
-				_ = os.RemoveAll(dir)
-			}
-		})
-	}
 	if err != nil {
 		t.Fatalf("local stack with helm install nicpool -n %s: %v", ns, err)
 	}
 	return st
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // sampleSet is examples/statefulset.yaml's StatefulSet (local.ExampleSet).
@@ -116,52 +87,25 @@ func runningPods(t *testing.T, st *local.Stack, count int) []corev1.Pod {
 	return pods
 }
 
-// podAddresses reads a pod's addresses where a user sees them, and fails unless
-// they agree (local.Stack.RecordedAddrs): the pod's SpiderEndpoint's per interface.
-func podAddresses(t *testing.T, st *local.Stack, pod corev1.Pod) map[string][]netip.Addr {
-	t.Helper()
-	recorded, err := st.RecordedAddrs(context.Background(), pod, local.ExampleInterfaces)
-	if recorded == nil {
-		t.Fatal(err)
-	}
-	if err != nil {
-		t.Error(err)
-	}
-	return recorded
-}
-
-// checkInvariants holds the allocation records, endpoints and pods to design.md's
-// invariants, once the GC has converged.
-func checkInvariants(t *testing.T, st *local.Stack) {
-	t.Helper()
-	var last error
-	fixtures.Eventually(t, "the invariants hold over records, endpoints and pods", func(ctx context.Context) bool {
-		last = invariants.Check(ctx, st.Client, invariants.Options{Converged: true})
-		return last == nil
-	})
-	if last != nil {
-		t.Error(last)
-	}
-}
-
 // `helm install nicpool charts/nicpool -n some-other-namespace --create-namespace`,
 // run as the chart's Deployment and DaemonSet say on the local stack's nodes: the
 // webhook resolves the sample StatefulSet's pools and each node's ipamd allocates
 // under the release namespace's service accounts, RBAC and admission policies, so
 // the pods get their addresses on both networks.
 func TestChartInAnotherNamespaceGivesPodsTheirAddresses(t *testing.T) {
+	ctx := context.Background()
 	const ns = "some-other-namespace"
 	st := upWithChart(t, ns, loadChart(t), binaries.Checkout{})
 	for _, p := range runExamples(t, st) {
-		podAddresses(t, st, p)
+		helmtest.PodAddresses(ctx, t, st, p)
 	}
 	// ipamd wrote its heartbeat where the release lives (it reads the namespace the
 	// chart's DaemonSet gives it).
 	lease := &coordinationv1.Lease{}
-	if err := st.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "nicpool-ipamd-node-1"}, lease); err != nil {
+	if err := st.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "nicpool-ipamd-node-1"}, lease); err != nil {
 		t.Errorf("ipamd's heartbeat Lease in %s: %v", ns, err)
 	}
-	checkInvariants(t, st)
+	helmtest.CheckInvariants(t, st)
 }
 
 // previousRelease is where an upgrade starts from: the chart and binaries of the
@@ -209,14 +153,14 @@ func TestUpgradeFromThePreviousReleaseKeepsAddresses(t *testing.T) {
 	before := map[string]map[string][]netip.Addr{}
 	uids := map[string]types.UID{}
 	for _, p := range runExamples(t, st) {
-		before[p.Name] = podAddresses(t, st, p)
+		before[p.Name] = helmtest.PodAddresses(ctx, t, st, p)
 		uids[p.Name] = p.UID
 	}
 	if t.Failed() {
 		t.FailNow()
 	}
 
-	cfg := configuration(t, st.AdminKubeconfig, ns)
+	cfg := helmtest.Configure(t, &action.Configuration{}, st.AdminKubeconfig, ns)
 	current := loadChart(t)
 	if err := st.Upgrade(ctx, binaries.Checkout{}, func(ctx context.Context) error {
 		up := action.NewUpgrade(cfg)
@@ -248,7 +192,7 @@ func TestUpgradeFromThePreviousReleaseKeepsAddresses(t *testing.T) {
 			t.Errorf("pod %s was replaced during the upgrade", p.Name)
 			continue
 		}
-		if got := podAddresses(t, st, p); !reflect.DeepEqual(got, before[p.Name]) {
+		if got := helmtest.PodAddresses(ctx, t, st, p); !reflect.DeepEqual(got, before[p.Name]) {
 			t.Errorf("pod %s: addresses %v after the upgrade, %v before", p.Name, got, before[p.Name])
 		}
 	}
@@ -283,12 +227,12 @@ func TestUpgradeFromThePreviousReleaseKeepsAddresses(t *testing.T) {
 		return n == 4
 	})
 	for _, p := range runningPods(t, st, 4) {
-		got := podAddresses(t, st, p)
+		got := helmtest.PodAddresses(ctx, t, st, p)
 		if want, ok := before[p.Name]; ok && !reflect.DeepEqual(got, want) {
 			t.Errorf("pod %s: addresses %v after the upgrade, %v before", p.Name, got, want)
 		}
 	}
-	checkInvariants(t, st)
+	helmtest.CheckInvariants(t, st)
 }
 
 func ptr[T any](v T) *T { return &v }

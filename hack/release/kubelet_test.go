@@ -20,15 +20,15 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	"helm.sh/helm/v3/pkg/action"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/nicpool/nicpool/e2e/fixtures"
+	"github.com/nicpool/nicpool/e2e/helmtest"
 	"github.com/nicpool/nicpool/e2e/local"
 	"github.com/nicpool/nicpool/e2e/testenv"
-	"github.com/nicpool/nicpool/ipamd/invariants"
 )
 
 // A release installed from a registry onto real nodes, as a cluster installs it: the
@@ -61,17 +61,11 @@ func TestInstallFromARegistryOnKubeletNodes(t *testing.T) {
 	pulls := &pullLog{}
 	ctx := context.Background()
 	const ns = "nicpool-system"
-	dir, err := os.MkdirTemp("", "nicpool-registry-kubelet-")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var nodeRepo string
 	var before []string
-	st, err := local.Up(ctx, local.Options{
-		Dir:       dir,
+	st, err := helmtest.Up(ctx, t, "nicpool-registry-kubelet-", local.Options{
 		Node:      local.NodeKubelet,
 		Namespace: ns,
-		Out:       testWriter{t},
 		Images:    []string{pause},
 		Registry:  pulls.record(reg),
 		Install: func(ctx context.Context, s *local.Stack) error {
@@ -96,21 +90,9 @@ func TestInstallFromARegistryOnKubeletNodes(t *testing.T) {
 			// -n nicpool-system --create-namespace --set images.registry=NODES_REGISTRY/nicpool
 			nodeRepo = s.Registry() + "/nicpool"
 			vals := map[string]any{"images": map[string]any{"registry": nodeRepo}, "certificates": map[string]any{"mode": "self-managed"}}
-			return installFromRegistry(ctx, helmConfiguration(t, s.AdminKubeconfig, ns), rc, repo, ns, vals)
+			return installFromRegistry(ctx, helmtest.Configure(t, &action.Configuration{}, s.AdminKubeconfig, ns), rc, repo, ns, vals)
 		},
 	})
-	if st != nil {
-		t.Cleanup(func() {
-			if err := st.Down(); err != nil {
-				t.Errorf("local stack down: %v", err)
-			}
-			if t.Failed() {
-				t.Logf("the stack's logs: %s", dir)
-			} else {
-				_ = os.RemoveAll(dir)
-			}
-		})
-	}
 	if err != nil {
 		t.Fatalf("local stack on kubelet nodes with nicpool installed from the registry: %v", err)
 	}
@@ -175,14 +157,7 @@ func TestInstallFromARegistryOnKubeletNodes(t *testing.T) {
 	}
 	addrs := map[string]map[string][]netip.Addr{}
 	for _, p := range running {
-		recorded, err := st.RecordedAddrs(ctx, p, local.ExampleInterfaces)
-		if recorded == nil {
-			t.Fatal(err)
-		}
-		if err != nil {
-			t.Error(err)
-		}
-		addrs[p.Name] = recorded
+		addrs[p.Name] = helmtest.PodAddresses(ctx, t, st, p)
 	}
 	if len(addrs) != 3 {
 		t.Fatalf("%d pods of %s running, want 3", len(addrs), local.ExampleSet)
@@ -217,14 +192,7 @@ func TestInstallFromARegistryOnKubeletNodes(t *testing.T) {
 		t.Errorf("pod %s re-created on %s: addresses %v, %v before on %s", old.Name, again.Spec.NodeName, recorded, addrs[old.Name], old.Spec.NodeName)
 	}
 
-	var last error
-	fixtures.Eventually(t, "the invariants hold over records, endpoints and pods", func(ctx context.Context) bool {
-		last = invariants.Check(ctx, st.Client, invariants.Options{Converged: true})
-		return last == nil
-	})
-	if last != nil {
-		t.Error(last)
-	}
+	helmtest.CheckInvariants(t, st)
 }
 
 // pullLog records what the registry served the nodes: each request's client address,
@@ -291,11 +259,4 @@ type statusWriter struct {
 func (w *statusWriter) WriteHeader(status int) {
 	w.status = status
 	w.ResponseWriter.WriteHeader(status)
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

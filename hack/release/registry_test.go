@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -23,9 +22,9 @@ import (
 	helmregistry "helm.sh/helm/v3/pkg/registry"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nicpool/nicpool/e2e/helmtest"
 	"github.com/nicpool/nicpool/e2e/testenv"
 	"github.com/nicpool/nicpool/hack/images"
 )
@@ -65,7 +64,7 @@ func TestInstallFromARegistry(t *testing.T) {
 	// -n nicpool-system --create-namespace --set images.registry=REGISTRY/nicpool
 	env := testenv.StartT(t, testenv.Options{})
 	const ns = "nicpool-system"
-	cfg := helmConfiguration(t, env.Kubeconfig, ns)
+	cfg := helmtest.Configure(t, &action.Configuration{}, env.Kubeconfig, ns)
 	vals := map[string]any{"images": map[string]any{"registry": repo}, "certificates": map[string]any{"mode": "self-managed"}}
 	if err := installFromRegistry(context.Background(), cfg, rc, repo, ns, vals); err != nil {
 		t.Fatal(err)
@@ -196,23 +195,4 @@ func installFromRegistry(ctx context.Context, cfg *action.Configuration, rc *hel
 		return fmt.Errorf("helm install nicpool %s: %w", chartRef, err)
 	}
 	return nil
-}
-
-// helmConfiguration is Helm's action configuration for the API server of kubeconfig,
-// releases stored as Secrets in ns.
-func helmConfiguration(t *testing.T, kubeconfig, ns string) *action.Configuration {
-	t.Helper()
-	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig, flags.Namespace = &kubeconfig, &ns
-	cfg := &action.Configuration{}
-	var logs bytes.Buffer
-	if err := cfg.Init(flags, ns, "secret", func(format string, v ...any) { fmt.Fprintf(&logs, format+"\n", v...) }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-	})
-	return cfg
 }
