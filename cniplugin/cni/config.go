@@ -24,10 +24,6 @@ import (
 // in full are in docs/configuration.md.
 const DefaultTimeout = 2 * time.Minute
 
-// MaxTimeout is the longest request_timeout accepted: runtimes give a whole ADD a few
-// minutes, and a plugin that outlives its runtime call only leaks work.
-const MaxTimeout = 5 * time.Minute
-
 // Config is the parsed network configuration, as the plugin uses it.
 type Config struct {
 	// CNIVersion is the version the result must be printed in.
@@ -330,8 +326,8 @@ func ParseConfig(stdin []byte) (*Config, error) {
 	}
 	if ipam.Timeout != nil {
 		t := *ipam.Timeout
-		if t < time.Second || t > MaxTimeout {
-			return nil, invalidConfig("ipam.request_timeout", fmt.Sprintf("%s is out of range: give a duration between 1s and %s, such as \"30s\"", t, MaxTimeout))
+		if t < api.MinRequestTimeout || t > api.MaxRequestTimeout {
+			return nil, invalidConfig("ipam.request_timeout", fmt.Sprintf("%s is out of range: give a duration between %s and %s, such as \"30s\"", t, api.MinRequestTimeout, api.MaxRequestTimeout))
 		}
 		c.Timeout = t
 	}
@@ -475,9 +471,9 @@ func parseTimeout(raw json.RawMessage) (time.Duration, error) {
 	if err := json.Unmarshal(raw, &secs); err != nil {
 		return 0, fmt.Errorf("must be a duration such as \"30s\" or a number of seconds")
 	}
-	if secs > MaxTimeout.Seconds() {
+	if secs > api.MaxRequestTimeout.Seconds() {
 		// Out of range either way; saturate rather than overflow the conversion.
-		secs = MaxTimeout.Seconds() + 1
+		secs = api.MaxRequestTimeout.Seconds() + 1
 	}
 	return time.Duration(secs * float64(time.Second)), nil
 }

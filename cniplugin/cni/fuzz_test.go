@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"testing"
-	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 
@@ -29,7 +28,7 @@ func FuzzParseConfig(f *testing.F) {
 			}
 			return
 		}
-		if c.Network == "" || c.Timeout < time.Second || c.Timeout > MaxTimeout {
+		if c.Network == "" || c.Timeout < api.MinRequestTimeout || c.Timeout > api.MaxRequestTimeout {
 			t.Fatalf("config breaks its invariants: %+v", *c)
 		}
 		if _, ok := Beneath(RunDir, c.SocketPath); !ok && (c.SocketPath != "" || c.Refused == nil) {

@@ -103,13 +103,13 @@ func (c *Client) frame(ctx context.Context, verb string, a Attachment, netns str
 		conf.CNIVersion = "1.1.0"
 	}
 	conf.IPAM.Type = "nicpool"
-	// The plugin bounds the call by request_timeout (1 s to 5 min): the client's.
+	// The plugin bounds the call by request_timeout: the client's, within its bounds.
 	bound := c.timeout
 	if deadline, ok := ctx.Deadline(); ok && (bound == 0 || time.Until(deadline) < bound) {
 		bound = time.Until(deadline)
 	}
 	if bound > 0 {
-		conf.IPAM.RequestTimeout = min(max(bound, time.Second), 5*time.Minute).String()
+		conf.IPAM.RequestTimeout = min(max(bound, MinRequestTimeout), MaxRequestTimeout).String()
 	}
 	stdin, _ := json.Marshal(conf) // strings, lists and a raw message: it cannot fail
 	var args []string

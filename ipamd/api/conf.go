@@ -1,6 +1,18 @@
 package api
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
+
+// MinRequestTimeout and MaxRequestTimeout bound ipam.request_timeout: the plugin
+// refuses a configuration outside them, and Client clamps its calls' into them.
+// Runtimes give a whole ADD a few minutes, and a plugin that outlives its runtime call
+// only leaks work.
+const (
+	MinRequestTimeout = time.Second
+	MaxRequestTimeout = 5 * time.Minute
+)
 
 // Conf is a network configuration as nicpool's Go callers write it into a frame's
 // stdin: only the keys ipamd's verbs read, under the plugin's key names
