@@ -67,25 +67,33 @@ type Call struct {
 // *HandOff from one of p's dependencies. Without CNI_COMMAND it prints about, when not
 // empty, and the CNI versions the plugin speaks on p.Stderr.
 func (p *Plugin) Serve(c *Call, about string) error {
-	cc := &cniCall{getenv: c.Getenv, stdin: c.Stdin, stdinData: c.StdinData, stdout: p.Stdout, stderr: p.Stderr, netns: p.NetNS}
+	cc := newCNICall(c, p.Stdout, p.Stderr, p.NetNS)
 	if cc.stdin == nil && cc.stdinData == nil {
 		cc.stdinData = []byte{}
 	}
-	var handOff *HandOff
-	funcs := p.Funcs()
+	return serveKeeping[*HandOff](cc, p.Funcs(), about)
+}
+
+// serveKeeping serves cc with funcs. When a verb returns an error of type E, it
+// returns that error as it was, which the dispatcher would have made a CNI error;
+// else the dispatcher's CNI error, or nil.
+func serveKeeping[E error](cc *cniCall, funcs Funcs, about string) error {
+	var kept E
+	found := false
 	keep := func(fn func(*CmdArgs) error) func(*CmdArgs) error {
 		return func(a *CmdArgs) error {
 			err := fn(a)
-			if errors.As(err, &handOff) {
-				return handOff
+			if errors.As(err, &kept) {
+				found = true
+				return kept
 			}
 			return err
 		}
 	}
 	funcs.Add, funcs.Del, funcs.Check, funcs.GC, funcs.Status = keep(funcs.Add), keep(funcs.Del), keep(funcs.Check), keep(funcs.GC), keep(funcs.Status)
 	e := cc.serve(funcs, SupportedVersions, about)
-	if handOff != nil {
-		return handOff
+	if found {
+		return kept
 	}
 	if e != nil {
 		return e
@@ -96,8 +104,11 @@ func (p *Plugin) Serve(c *Call, about string) error {
 // Dispatch is Serve with funcs for the verbs: the dispatcher alone, for a test that
 // holds it to skel's.
 func Dispatch(c *Call, stdout, stderr io.Writer, netns func(string) string, funcs Funcs, about string) *types.Error {
-	cc := &cniCall{getenv: c.Getenv, stdin: c.Stdin, stdinData: c.StdinData, stdout: stdout, stderr: stderr, netns: netns}
-	return cc.serve(funcs, SupportedVersions, about)
+	return newCNICall(c, stdout, stderr, netns).serve(funcs, SupportedVersions, about)
+}
+
+func newCNICall(c *Call, stdout, stderr io.Writer, netns func(string) string) *cniCall {
+	return &cniCall{getenv: c.Getenv, stdin: c.Stdin, stdinData: c.StdinData, stdout: stdout, stderr: stderr, netns: netns}
 }
 
 // cniCall is where a CNI call comes from and goes to.

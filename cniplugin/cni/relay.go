@@ -23,26 +23,7 @@ import (
 // unreachable ipamd as docs/cni-plugin.md says. It returns what Serve does, or an
 // *Exit.
 func (p *Plugin) Relay(c *Call, about string) error {
-	var exit *Exit
-	keep := func(fn func(*CmdArgs) error) func(*CmdArgs) error {
-		return func(a *CmdArgs) error {
-			err := fn(a)
-			if errors.As(err, &exit) {
-				return exit
-			}
-			return err
-		}
-	}
-	funcs := p.RelayFuncs()
-	funcs.Add, funcs.Del, funcs.Check, funcs.GC, funcs.Status = keep(funcs.Add), keep(funcs.Del), keep(funcs.Check), keep(funcs.GC), keep(funcs.Status)
-	e := Dispatch(c, p.Stdout, p.Stderr, p.NetNS, funcs, about)
-	if exit != nil {
-		return exit
-	}
-	if e != nil {
-		return e
-	}
-	return nil
+	return serveKeeping[*Exit](newCNICall(c, p.Stdout, p.Stderr, p.NetNS), p.RelayFuncs(), about)
 }
 
 // RelayFuncs are p's CNI verbs as Relay runs them; none of them panics. A CNI error
