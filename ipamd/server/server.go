@@ -113,32 +113,6 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request, limit int64) 
 	return body, err
 }
 
-// call runs one verb of the service. wait is how long its caller waits for the answer
-// (0: not said); the verb's context ends a little before, so that the answer reaches
-// the caller in time. Every error is an *api.Error.
-// A panic in the verb is the bug's internal error, under the recovery every goroutine
-// serving the verbs shares (ipamd/guard).
-func call[Req, Resp any](ctx context.Context, log logr.Logger, verb string, wait time.Duration, fn func(context.Context, *Req) (*Resp, error), req *Req) (resp *Resp, ae *api.Error) {
-	defer guard.Recover(log, "the CNI verb "+verb, func(p *guard.Panic) {
-		resp, ae = nil, &api.Error{Code: api.CodeInternal, Message: p.Error()}
-	})
-	var cancel context.CancelFunc
-	if wait > 0 {
-		ctx, cancel = context.WithTimeout(ctx, wait-min(wait/5, 2*time.Second))
-	} else {
-		ctx, cancel = context.WithCancel(ctx)
-	}
-	defer cancel()
-	resp, err := fn(ctx, req)
-	if err != nil {
-		if !errors.As(err, &ae) {
-			ae = &api.Error{Code: api.CodeInternal, Message: "ipamd failed", Details: err.Error()}
-		}
-		return nil, ae
-	}
-	return resp, nil
-}
-
 // local is the service as the CNI plugin's library sees ipamd when ipamd runs it on a
 // frame: the verbs, after the readiness check, bounded by the caller's wait and under
 // the verbs' recovery.
@@ -153,21 +127,35 @@ type local struct {
 
 var errStarting = &api.Error{Code: api.CodeTryAgainLater, Message: "ipamd is starting: its caches are not synced yet"}
 
-// localCall is call for the plugin's code: the caller's wait is its context's deadline.
-func localCall[Req, Resp any](ctx context.Context, l *local, verb string, fn func(context.Context, *Req) (*Resp, error), req *Req) (*Resp, error) {
+// localCall runs one verb of the service for the plugin's code, once ipamd is ready.
+// The caller's wait is its context's deadline; the verb's context ends a little
+// before, so that the answer reaches the caller in time. Every error is an
+// *api.Error. A panic in the verb is the bug's internal error, under the recovery
+// every goroutine serving the verbs shares (ipamd/guard).
+func localCall[Req, Resp any](ctx context.Context, l *local, verb string, fn func(context.Context, *Req) (*Resp, error), req *Req) (resp *Resp, err error) {
 	if l.parsed != nil {
 		l.parsed()
 	}
 	if !l.ready() {
 		return nil, errStarting
 	}
-	var wait time.Duration
+	defer guard.Recover(l.log, "the CNI verb "+verb, func(p *guard.Panic) {
+		resp, err = nil, &api.Error{Code: api.CodeInternal, Message: p.Error()}
+	})
+	var cancel context.CancelFunc
 	if deadline, ok := ctx.Deadline(); ok {
-		wait = max(time.Until(deadline), time.Millisecond)
+		wait := max(time.Until(deadline), time.Millisecond)
+		ctx, cancel = context.WithTimeout(ctx, wait-min(wait/5, 2*time.Second))
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
 	}
-	resp, err := call(ctx, l.log, verb, wait, fn, req)
-	if err != nil {
-		return nil, err // not a nil *api.Error in a non-nil error
+	defer cancel()
+	if resp, err = fn(ctx, req); err != nil {
+		var ae *api.Error
+		if !errors.As(err, &ae) {
+			ae = &api.Error{Code: api.CodeInternal, Message: "ipamd failed", Details: err.Error()}
+		}
+		return nil, ae
 	}
 	return resp, nil
 }
