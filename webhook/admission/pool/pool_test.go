@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nicpool/nicpool/crds/api/v2beta1"
+	"github.com/nicpool/nicpool/crds/ipamconf"
 	"github.com/nicpool/nicpool/e2e/fixtures"
 	"github.com/nicpool/nicpool/e2e/webhooktest"
 	"github.com/nicpool/nicpool/ipamd/ledger"
@@ -352,4 +353,28 @@ func TestReservedIPDenials(t *testing.T) {
 		err := env.Client.Create(ctx, &v2beta1.SpiderReservedIP{ObjectMeta: metav1.ObjectMeta{Name: tc.name}, Spec: tc.r})
 		mustContain(t, err, `admission webhook "spiderreservedips.nicpool.io" denied the request`, tc.want)
 	}
+}
+
+// With a family disabled, a reservation of it kept from before is refused only by an
+// update that changes its spec: its labels can still change, its addresses cannot.
+// The validator alone: the webhook of this package's control plane has every family on.
+func TestReservedIPUpdateOfADisabledFamily(t *testing.T) {
+	ctx := context.Background()
+	v := pool.ReservedValidator{Switches: ipamconf.Switches{NoIPv6: true}}
+	old := &v2beta1.SpiderReservedIP{ObjectMeta: metav1.ObjectMeta{Name: "r6"}, Spec: v2beta1.ReservedIPSpec{IPVersion: ptr.To(int64(6)), IPs: []string{"fd00::5"}}}
+	_, err := v.ValidateCreate(ctx, old)
+	mustContain(t, err, "spec.ipVersion", "IPv6 is disabled")
+	labelled := old.DeepCopy()
+	labelled.Labels = map[string]string{"team": "a"}
+	if _, err := v.ValidateUpdate(ctx, old, labelled); err != nil {
+		t.Errorf("a label added to a reservation of a disabled family is refused: %v", err)
+	}
+	changed := old.DeepCopy()
+	changed.Spec.IPs = append(changed.Spec.IPs, "fd00::6")
+	_, err = v.ValidateUpdate(ctx, old, changed)
+	mustContain(t, err, "spec.ipVersion", "IPv6 is disabled")
+	bad := old.DeepCopy()
+	bad.Spec.IPs = []string{"10.1.1.1"}
+	_, err = v.ValidateUpdate(ctx, bad, bad)
+	mustContain(t, err, "spec.ips[0]", "must be an IPv6 address or range")
 }

@@ -47,32 +47,39 @@ type ReservedValidator struct {
 
 var _ admission.Validator[*v2beta1.SpiderReservedIP] = ReservedValidator{}
 
-// validate checks r; family, whether its family must be enabled (not for an update
-// that leaves the spec as it was).
-func (v ReservedValidator) validate(r *v2beta1.SpiderReservedIP, family bool) error {
-	p := field.NewPath("spec")
-	var fam int64
-	if r.Spec.IPVersion != nil {
-		fam = *r.Spec.IPVersion
+// ValidateCreate implements admission.Validator: r's family is enabled, and its
+// addresses and ranges parse and are of that family.
+func (v ReservedValidator) ValidateCreate(_ context.Context, r *v2beta1.SpiderReservedIP) (admission.Warnings, error) {
+	if err := familyEnabled(v.Switches, reservedFamily(r)); err != nil {
+		return nil, apierrors.NewInvalid(reservedKind, r.Name, field.ErrorList{err})
 	}
-	if err := familyEnabled(v.Switches, fam); family && err != nil {
-		return apierrors.NewInvalid(reservedKind, r.Name, field.ErrorList{err})
+	return nil, validRanges(r)
+}
+
+// ValidateUpdate implements admission.Validator: a changed spec as ValidateCreate
+// checks it; one left as it was is not refused for a family disabled since.
+func (v ReservedValidator) ValidateUpdate(ctx context.Context, old, r *v2beta1.SpiderReservedIP) (admission.Warnings, error) {
+	if !equality.Semantic.DeepEqual(old.Spec, r.Spec) {
+		return v.ValidateCreate(ctx, r)
 	}
-	_, errs := ipranges.ParseRanges(r.Spec.IPs, fam, netip.Prefix{}, p.Child("ips"))
+	return nil, validRanges(r)
+}
+
+// validRanges checks that every address and range of r parses and is of its family.
+func validRanges(r *v2beta1.SpiderReservedIP) error {
+	_, errs := ipranges.ParseRanges(r.Spec.IPs, reservedFamily(r), netip.Prefix{}, field.NewPath("spec", "ips"))
 	if len(errs) == 0 {
 		return nil
 	}
 	return apierrors.NewInvalid(reservedKind, r.Name, errs)
 }
 
-// ValidateCreate implements admission.Validator.
-func (v ReservedValidator) ValidateCreate(_ context.Context, r *v2beta1.SpiderReservedIP) (admission.Warnings, error) {
-	return nil, v.validate(r, true)
-}
-
-// ValidateUpdate implements admission.Validator.
-func (v ReservedValidator) ValidateUpdate(_ context.Context, old, r *v2beta1.SpiderReservedIP) (admission.Warnings, error) {
-	return nil, v.validate(r, !equality.Semantic.DeepEqual(old.Spec, r.Spec))
+// reservedFamily is r's spec.ipVersion, 0 when unset.
+func reservedFamily(r *v2beta1.SpiderReservedIP) int64 {
+	if r.Spec.IPVersion != nil {
+		return *r.Spec.IPVersion
+	}
+	return 0
 }
 
 // ValidateDelete implements admission.Validator.
