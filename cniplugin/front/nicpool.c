@@ -74,8 +74,9 @@
 #define MAX_ANSWER (4 << 20) // ipamd's answer, headers included
 #define MAX_NAME 255         // the name the front was run as
 
-// Deadlines, in milliseconds. The request timeout's default and bounds are
-// cniplugin.DefaultTimeout and MaxTimeout; DEL_WAIT is cniplugin.DelWait.
+// Deadlines, in milliseconds. The request timeout's default is
+// cniplugin.DefaultTimeout, its bounds ipamd/api's MinRequestTimeout and
+// MaxRequestTimeout; DEL_WAIT is cniplugin.DelWait.
 #define DEFAULT_TIMEOUT_MS 120000L // also how long reading stdin may take
 #define MIN_TIMEOUT_MS 1000L
 #define MAX_TIMEOUT_MS 300000L
