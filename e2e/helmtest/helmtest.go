@@ -112,7 +112,7 @@ func PodAddresses(ctx context.Context, t testing.TB, st *local.Stack, pod corev1
 }
 
 // CheckInvariants holds the stack's allocation records, endpoints and pods to
-// design.md's invariants once the garbage collector has converged (invariants.Check,
+// nicpool's allocation invariants (ipamd/invariants) once the garbage collector has converged (invariants.Check,
 // Converged), polling until they hold (fixtures.Eventually), and stops the test with
 // the last violations seen when they never do.
 func CheckInvariants(t testing.TB, st *local.Stack) {

@@ -253,20 +253,16 @@ func (s *stack) createPool(t *testing.T, name, subnet, ips string) {
 // pool), which a kubelet retries but would count here as an allocation failure.
 func (s *stack) ipamdHas(t *testing.T, pool string) {
 	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
-		st, err := s.socket.Status(ctx, &api.StatusRequest{Network: api.NetworkConfig{Name: "cluster", DefaultIPv4Pools: []string{pool}}})
+	fixtures.Eventually(t, "ipamd to have pool "+pool, func() (bool, string) {
+		st, err := s.socket.Status(context.Background(), &api.StatusRequest{Network: api.NetworkConfig{Name: "cluster", DefaultIPv4Pools: []string{pool}}})
 		switch {
 		case err != nil:
-			last = err.Error()
+			return false, err.Error()
 		case !st.Ready:
-			last = st.Message
+			return false, "STATUS: " + st.Message
 		}
-		return err == nil && st.Ready, nil
+		return true, ""
 	})
-	if err != nil {
-		t.Fatalf("waiting for ipamd to have pool %s: %v; last STATUS: %s", pool, err, last)
-	}
 }
 
 // pod is a pod of appNamespace on the node whose one interface takes an address
